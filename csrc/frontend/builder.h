@@ -1,0 +1,122 @@
+// Tensor-level helpers that emit IR nodes. Translators compose these; every helper validates its
+// operands and raises luminal::Error naming shapes and dtypes on misuse.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace luminal::frontend {
+
+using ir::Expr;
+using ir::NodeId;
+using ir::Shape;
+
+// A tensor operand or a Python scalar operand of an ATen op.
+struct Operand {
+  std::optional<NodeId> tensor;
+  double scalar = 0.0;
+  DType scalar_dtype = DType::F32;  // Bool, I64 or F32/F64 as written in the graph
+
+  static Operand of(NodeId id) { return Operand{id, 0.0, DType::F32}; }
+  static Operand number(double value, DType dtype) { return Operand{std::nullopt, value, dtype}; }
+};
+
+// torch.promote_types
+DType promote_types(DType a, DType b);
+
+class Builder {
+ public:
+  explicit Builder(ir::Graph& graph) : graph_(graph) {}
+
+  // Every node created from now on records this origin (for messages and the IR printout).
+  void set_origin(std::string origin) { origin_ = std::move(origin); }
+  const std::string& origin() const { return origin_; }
+
+  ir::Graph& graph() { return graph_; }
+  const ir::Node& node(NodeId id) const { return graph_.node(id); }
+  const Shape& shape(NodeId id) const { return graph_.node(id).shape; }
+  DType dtype(NodeId id) const { return graph_.node(id).dtype; }
+  size_t rank(NodeId id) const { return graph_.node(id).rank(); }
+
+  // ---- raw node creation (bodies are simplified against the output shape) ----
+  NodeId pointwise(DType dtype, Shape shape, std::vector<NodeId> inputs, Expr body);
+  NodeId reduce(DType dtype, Shape shape, std::vector<NodeId> inputs, Expr body, ir::ReduceOp op,
+                std::vector<Expr> extents);
+  NodeId matmul(NodeId a, NodeId b);
+
+  // Records a run-time check that two shape expressions are equal (checked when inputs are bound).
+  void assert_equal(const Expr& a, const Expr& b, const std::string& what);
+
+  // ---- index helpers for bodies ----
+  // Loop variables of an output of the given rank: [i0, i1, ...].
+  static std::vector<Expr> loop_vars(size_t rank);
+  // Load input `slot` (= node x) for an output of `out_shape`, broadcasting x right-aligned.
+  Expr broadcast_load(int slot, NodeId x, const Shape& out_shape);
+
+  // ---- tensor ops ----
+  // torch.result_type over tensors (by rank) and Python scalars.
+  DType result_type(const std::vector<Operand>& operands) const;
+  Shape broadcast_shapes(const std::vector<Shape>& shapes);
+  // Elementwise op: operands are cast to `compute` (tensors and scalars), broadcast, combined by
+  // `combine` (which receives one expression per operand), and the result cast to `out`.
+  template <typename Combine>
+  NodeId elementwise(const std::vector<Operand>& operands, DType compute, DType out, Combine combine);
+
+  NodeId cast(NodeId x, DType dtype);
+  NodeId copy(NodeId x);  // a materializable identity
+  NodeId full(const Shape& shape, double value, DType dtype);
+  NodeId arange(Expr length, double start, double step, DType dtype);
+
+  NodeId reshape(NodeId x, const Shape& new_shape);
+  NodeId permute(NodeId x, const std::vector<int64_t>& dims);
+  NodeId transpose(NodeId x, int64_t dim0, int64_t dim1);
+  NodeId expand(NodeId x, const Shape& new_shape);
+  NodeId unsqueeze(NodeId x, int64_t dim);
+  NodeId squeeze(NodeId x, const std::vector<int64_t>& dims);  // only dims of size 1; others kept
+  NodeId slice(NodeId x, int64_t dim, Expr start, Expr end, int64_t step);
+  NodeId select(NodeId x, int64_t dim, Expr index);
+  NodeId concat(const std::vector<NodeId>& xs, int64_t dim);
+  // out = x indexed along `dim` by `index` (any rank): shape x[:dim] + index.shape + x[dim+1:].
+  // Negative indices wrap when `wrap_negative`; out-of-range indices raise at run time.
+  NodeId take(NodeId x, int64_t dim, NodeId index, bool wrap_negative);
+  NodeId reduce_dims(NodeId x, std::vector<int64_t> dims, bool keepdim, ir::ReduceOp op, DType out);
+
+  // Normalizes a possibly negative dim for a tensor of `rank` (rank 0 allows -1 and 0).
+  int64_t normalize_dim(int64_t dim, size_t rank) const;
+
+  // Integer index into dim of size `size`: wraps negative values, then bounds-checks.
+  static Expr checked_index(Expr raw, const Expr& size, bool wrap_negative, Expr mask = nullptr);
+
+ private:
+  Expr scalar_expr(const Operand& operand, DType compute) const;
+
+  ir::Graph& graph_;
+  std::string origin_;
+};
+
+template <typename Combine>
+NodeId Builder::elementwise(const std::vector<Operand>& operands, DType compute, DType out, Combine combine) {
+  std::vector<Shape> shapes;
+  for (const Operand& op : operands) {
+    if (op.tensor) shapes.push_back(shape(*op.tensor));
+  }
+  const Shape out_shape = broadcast_shapes(shapes);
+  std::vector<NodeId> inputs;
+  std::vector<Expr> values;
+  for (const Operand& op : operands) {
+    if (op.tensor) {
+      const int slot = static_cast<int>(inputs.size());
+      inputs.push_back(*op.tensor);
+      values.push_back(ir::cast(broadcast_load(slot, *op.tensor, out_shape), compute));
+    } else {
+      values.push_back(scalar_expr(op, compute));
+    }
+  }
+  Expr body = ir::cast(combine(values), out);
+  return pointwise(out, out_shape, std::move(inputs), std::move(body));
+}
+
+}  // namespace luminal::frontend

@@ -1,0 +1,160 @@
+// Elementwise math: unary functions, arithmetic with tensors and Python scalars, comparisons,
+// where, clamp. Result dtypes come from the export metadata; operands are promoted the way
+// torch.result_type does.
+#include "common/error.h"
+#include "frontend/translate.h"
+
+namespace luminal::frontend {
+
+namespace {
+
+using ir::ExprOp;
+
+// Unary ops computed in the output dtype (float ops on integer inputs promote, as in torch).
+void translate_unary(Context& ctx, const pt2::Node& node, ExprOp op) {
+  Builder& b = ctx.builder();
+  const DType out = ctx.out_dtype(node);
+  const NodeId x = ctx.tensor(node, "self");
+  ctx.set_output(node, b.elementwise({Operand::of(x)}, out, out,
+                                     [op](const std::vector<Expr>& v) { return ir::unary(op, v[0]); }));
+}
+
+// Binary arithmetic: compute in torch.result_type of the operands, store in the output dtype.
+void translate_binary(Context& ctx, const pt2::Node& node, ExprOp op, bool reversed = false) {
+  Builder& b = ctx.builder();
+  Operand lhs = ctx.operand(node, "self");
+  Operand rhs = ctx.operand(node, "other");
+  if (reversed) std::swap(lhs, rhs);
+  const DType out = ctx.out_dtype(node);
+  const DType compute = is_comparison_op(op) ? b.result_type({lhs, rhs}) : out;
+  // `alpha` scales the second operand of add/sub (first of rsub, i.e. `self`).
+  const double alpha = ctx.find_arg(node, "alpha") ? ctx.float_arg(node, "alpha") : 1.0;
+  ctx.set_output(node, b.elementwise({lhs, rhs}, compute, out, [&](const std::vector<Expr>& v) {
+    Expr scaled = v[1];
+    if (alpha != 1.0) scaled = ir::mul(v[1], ir::scalar_const(alpha, compute));
+    return ir::binary(op, v[0], scaled);
+  }));
+}
+
+void translate_div(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const Operand lhs = ctx.operand(node, "self");
+  const Operand rhs = ctx.operand(node, "other");
+  const DType out = ctx.out_dtype(node);
+  const std::optional<std::string> mode = ctx.string_arg(node, "rounding_mode");
+  if (!mode) {
+    LUMINAL_CHECK(is_floating(out), "true division must produce a floating dtype, got ", dtype_name(out));
+    ctx.set_output(node, b.elementwise({lhs, rhs}, out, out,
+                                       [](const std::vector<Expr>& v) { return ir::binary(ExprOp::Div, v[0], v[1]); }));
+    return;
+  }
+  LUMINAL_CHECK(*mode == "floor" || *mode == "trunc", "unknown rounding_mode '", *mode, "'");
+  LUMINAL_CHECK(!is_floating(out), "div with rounding_mode='", *mode,
+                "' on floating-point tensors is not supported yet (integer tensors are)");
+  ctx.set_output(node, b.elementwise({lhs, rhs}, out, out, [&](const std::vector<Expr>& v) {
+    if (*mode == "floor") return ir::binary(ExprOp::FloorDiv, v[0], v[1]);
+    // trunc: floor for same signs, ceil otherwise; (a - a mod b) / b with C semantics.
+    const Expr q = ir::binary(ExprOp::FloorDiv, v[0], v[1]);
+    const Expr r = ir::binary(ExprOp::Mod, v[0], v[1]);
+    const Expr zero = ir::scalar_const(0, out);
+    const Expr signs_differ = ir::binary(ExprOp::Ne, ir::binary(ExprOp::Lt, v[0], zero), ir::binary(ExprOp::Lt, v[1], zero));
+    const Expr adjust = ir::logical_and(signs_differ, ir::binary(ExprOp::Ne, r, zero));
+    return ir::where(adjust, ir::binary(ExprOp::Add, q, ir::scalar_const(1, out)), q);
+  }));
+}
+
+void translate_where(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const NodeId cond = ctx.tensor(node, "condition");
+  LUMINAL_CHECK(b.dtype(cond) == DType::Bool, "where condition must be bool, got ", dtype_name(b.dtype(cond)));
+  const DType out = ctx.out_dtype(node);
+  ctx.set_output(node, b.elementwise({Operand::of(cond), ctx.operand(node, "self"), ctx.operand(node, "other")}, out,
+                                     out, [](const std::vector<Expr>& v) {
+                                       // The condition was cast to `out` by elementwise(); cast it back.
+                                       return ir::where(ir::cast(v[0], DType::Bool), v[1], v[2]);
+                                     }));
+}
+
+// clamp(self, min=None, max=None); NaN in self propagates (max/min are NaN-propagating).
+void translate_clamp(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const DType out = ctx.out_dtype(node);
+  std::vector<Operand> operands{Operand::of(ctx.tensor(node, "self"))};
+  const bool has_min = ctx.find_arg(node, "min") && !ctx.find_arg(node, "min")->is_none();
+  const bool has_max = ctx.find_arg(node, "max") && !ctx.find_arg(node, "max")->is_none();
+  LUMINAL_CHECK(has_min || has_max, "clamp needs min or max");
+  if (has_min) operands.push_back(ctx.operand(node, "min"));
+  if (has_max) operands.push_back(ctx.operand(node, "max"));
+  ctx.set_output(node, b.elementwise(operands, out, out, [&](const std::vector<Expr>& v) {
+    Expr value = v[0];
+    size_t next = 1;
+    if (has_min) value = ir::max(value, v[next++]);
+    if (has_max) value = ir::min(value, v[next]);
+    return value;
+  }));
+}
+
+void translate_logical_not(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "self");
+  const DType out = ctx.out_dtype(node);
+  ctx.set_output(node, b.elementwise({Operand::of(x)}, b.dtype(x), out, [&](const std::vector<Expr>& v) {
+    return ir::unary(ExprOp::Not, ir::cast(v[0], DType::Bool));
+  }));
+}
+
+template <ExprOp Op>
+void unary(Context& ctx, const pt2::Node& node) {
+  translate_unary(ctx, node, Op);
+}
+
+template <ExprOp Op, bool Reversed = false>
+void binary(Context& ctx, const pt2::Node& node) {
+  translate_binary(ctx, node, Op, Reversed);
+}
+
+}  // namespace
+
+void register_elementwise_ops(Registry& registry) {
+  const std::string aten = "torch.ops.aten.";
+  registry.add(aten + "relu.default", unary<ExprOp::Relu>);
+  registry.add(aten + "sigmoid.default", unary<ExprOp::Sigmoid>);
+  registry.add(aten + "tanh.default", unary<ExprOp::Tanh>);
+  registry.add(aten + "neg.default", unary<ExprOp::Neg>);
+  registry.add(aten + "abs.default", unary<ExprOp::Abs>);
+  registry.add(aten + "exp.default", unary<ExprOp::Exp>);
+  registry.add(aten + "log.default", unary<ExprOp::Log>);
+  registry.add(aten + "sqrt.default", unary<ExprOp::Sqrt>);
+  registry.add(aten + "rsqrt.default", unary<ExprOp::Rsqrt>);
+  registry.add(aten + "reciprocal.default", unary<ExprOp::Recip>);
+  registry.add(aten + "sin.default", unary<ExprOp::Sin>);
+  registry.add(aten + "cos.default", unary<ExprOp::Cos>);
+  registry.add(aten + "erf.default", unary<ExprOp::Erf>);
+  registry.add(aten + "floor.default", unary<ExprOp::Floor>);
+  registry.add(aten + "ceil.default", unary<ExprOp::Ceil>);
+  registry.add(aten + "trunc.default", unary<ExprOp::Trunc>);
+
+  for (const char* overload : {".Tensor", ".Scalar"}) {
+    registry.add(aten + "add" + overload, binary<ExprOp::Add>);
+    registry.add(aten + "sub" + overload, binary<ExprOp::Sub>);
+    registry.add(aten + "mul" + overload, binary<ExprOp::Mul>);
+    registry.add(aten + "rsub" + overload, binary<ExprOp::Sub, true>);
+    registry.add(aten + "div" + overload, translate_div);
+    registry.add(aten + "eq" + overload, binary<ExprOp::Eq>);
+    registry.add(aten + "ne" + overload, binary<ExprOp::Ne>);
+    registry.add(aten + "lt" + overload, binary<ExprOp::Lt>);
+    registry.add(aten + "le" + overload, binary<ExprOp::Le>);
+    registry.add(aten + "gt" + overload, binary<ExprOp::Gt>);
+    registry.add(aten + "ge" + overload, binary<ExprOp::Ge>);
+  }
+  registry.add(aten + "div.Tensor_mode", translate_div);
+  registry.add(aten + "div.Scalar_mode", translate_div);
+  registry.add(aten + "maximum.default", binary<ExprOp::Max>);
+  registry.add(aten + "minimum.default", binary<ExprOp::Min>);
+  registry.add(aten + "where.self", translate_where);
+  registry.add(aten + "clamp.default", translate_clamp);
+  registry.add(aten + "clamp.Tensor", translate_clamp);
+  registry.add(aten + "logical_not.default", translate_logical_not);
+}
+
+}  // namespace luminal::frontend

@@ -1,0 +1,110 @@
+// ATen → IR translation.
+//
+// A translator is registered per full ATen target string ("torch.ops.aten.addmm.default"); each
+// op family lives in its own file and registers itself in registry.cpp. Translators read their
+// arguments through Context, build IR through Builder, and bind every tensor they produce with
+// Context::set_output, which cross-checks dtype and shape against the export metadata.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "frontend/builder.h"
+#include "ir/graph.h"
+#include "pt2/archive.h"
+#include "pt2/schema.h"
+
+namespace luminal::frontend {
+
+struct TranslateOptions {
+  // Roles of the call's tensor inputs, by position (parameters and buffers are still bound by
+  // pointer at call time, but later stages may treat them as weights). Missing entries: user.
+  std::vector<ir::InputRole> input_roles;
+};
+
+// Translates the exported program of a PT2 package into a verified IR graph.
+ir::Graph translate(const pt2::Package& package, const TranslateOptions& options = {});
+
+class Context;
+using TranslatorFn = std::function<void(Context&, const pt2::Node&)>;
+
+class Registry {
+ public:
+  static const Registry& instance();
+  void add(const std::string& target, TranslatorFn fn);
+  const TranslatorFn* find(const std::string& target) const;
+  std::vector<std::string> targets() const;
+
+ private:
+  std::map<std::string, TranslatorFn> translators_;
+};
+
+// Short form of a target for messages: "torch.ops.aten.addmm.default" -> "aten.addmm.default".
+std::string short_target(const std::string& target);
+
+// Shape expressions from export metadata (sympy strings) -> IR.
+Expr sympy_to_expr(const std::string& expr_str);
+
+class Context {
+ public:
+  Context(const pt2::ExportedProgram& program, ir::Graph& graph);
+
+  Builder& builder() { return builder_; }
+  const pt2::Graph& pt2_graph() const { return program_.graph_module.graph; }
+
+  // ---- arguments, by schema name; `fallback` is the schema default when the argument is absent
+  const pt2::Argument* find_arg(const pt2::Node& node, std::string_view name) const;
+  NodeId tensor(const pt2::Node& node, std::string_view name) const;
+  std::optional<NodeId> optional_tensor(const pt2::Node& node, std::string_view name) const;
+  std::vector<NodeId> tensors(const pt2::Node& node, std::string_view name) const;
+  std::vector<std::optional<NodeId>> optional_tensors(const pt2::Node& node, std::string_view name) const;
+  int64_t int_arg(const pt2::Node& node, std::string_view name, std::optional<int64_t> fallback = {}) const;
+  double float_arg(const pt2::Node& node, std::string_view name, std::optional<double> fallback = {}) const;
+  bool bool_arg(const pt2::Node& node, std::string_view name, std::optional<bool> fallback = {}) const;
+  std::optional<std::string> string_arg(const pt2::Node& node, std::string_view name) const;
+  std::vector<int64_t> ints_arg(const pt2::Node& node, std::string_view name,
+                                std::optional<std::vector<int64_t>> fallback = {}) const;
+  // An int or SymInt argument as a shape expression (nullopt when absent or None).
+  std::optional<Expr> symint_arg(const pt2::Node& node, std::string_view name) const;
+  std::vector<Expr> symints_arg(const pt2::Node& node, std::string_view name) const;
+  // A Scalar argument (int/float/bool) or a tensor.
+  Operand operand(const pt2::Node& node, std::string_view name) const;
+  std::optional<DType> dtype_arg(const pt2::Node& node, std::string_view name) const;
+
+  // ---- outputs
+  DType out_dtype(const pt2::Node& node, size_t output = 0) const;
+  Shape out_shape(const pt2::Node& node, size_t output = 0) const;
+  void set_output(const pt2::Node& node, size_t output, NodeId value);
+  void set_output(const pt2::Node& node, NodeId value) { set_output(node, 0, value); }
+
+  // ---- values
+  NodeId value(const std::string& tensor_name) const;
+  void bind_value(const std::string& tensor_name, NodeId id);
+  Expr sym_value(const std::string& name) const;
+  Shape meta_shape(const std::string& tensor_name) const;
+  DType meta_dtype(const std::string& tensor_name) const;
+
+ private:
+  const pt2::TensorMeta& meta(const std::string& tensor_name) const;
+  [[noreturn]] void arg_error(const pt2::Node& node, std::string_view name, const std::string& message) const;
+
+  const pt2::ExportedProgram& program_;
+  ir::Graph& graph_;
+  Builder builder_;
+  std::map<std::string, NodeId> values_;
+};
+
+// Family registration (one per file under frontend/).
+void register_linalg_ops(Registry& registry);
+void register_shape_ops(Registry& registry);
+void register_elementwise_ops(Registry& registry);
+void register_index_ops(Registry& registry);
+void register_embedding_ops(Registry& registry);
+void register_constructor_ops(Registry& registry);
+void register_reduction_ops(Registry& registry);
+
+}  // namespace luminal::frontend

@@ -1,0 +1,891 @@
+#include "ir/expr.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <unordered_map>
+
+#include "common/error.h"
+#include "ir/poly.h"
+
+namespace luminal::ir {
+
+namespace {
+
+struct OpInfo {
+  const char* name;
+  int arity;
+};
+
+constexpr OpInfo kOpInfo[] = {
+#define LUMINAL_INFO_ENTRY(name, arity, text) {text, arity},
+    LUMINAL_EXPR_OPS(LUMINAL_INFO_ENTRY)
+#undef LUMINAL_INFO_ENTRY
+};
+
+size_t hash_combine(size_t seed, size_t value) {
+  return seed ^ (value + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2));
+}
+
+size_t hash_double(double value) {
+  uint64_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return std::hash<uint64_t>{}(bits);
+}
+
+size_t compute_hash(const ExprNode& n) {
+  size_t h = std::hash<int>{}(static_cast<int>(n.op));
+  h = hash_combine(h, static_cast<size_t>(n.dtype));
+  h = hash_combine(h, static_cast<size_t>(n.index));
+  h = hash_combine(h, std::hash<int64_t>{}(n.int_value));
+  h = hash_combine(h, hash_double(n.float_value));
+  if (!n.symbol.empty()) h = hash_combine(h, std::hash<std::string>{}(n.symbol));
+  h = hash_combine(h, n.masked ? 1 : 0);
+  for (const Expr& arg : n.args) h = hash_combine(h, arg->hash);
+  return h;
+}
+
+Expr finish(ExprNode node) {
+  node.hash = compute_hash(node);
+  return std::make_shared<const ExprNode>(std::move(node));
+}
+
+Expr make_node(ExprOp op, DType dtype, std::vector<Expr> args) {
+  ExprNode node;
+  node.op = op;
+  node.dtype = dtype;
+  node.args = std::move(args);
+  return finish(std::move(node));
+}
+
+void require(bool cond, const char* op, const std::string& message) {
+  if (!cond) fail("invalid expression ", op, ": ", message);
+}
+
+// Two's-complement wrapping arithmetic on int64 (no UB on overflow).
+int64_t wrap_add(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+int64_t wrap_mul(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+int64_t python_floordiv(int64_t a, int64_t b) {
+  const int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+int64_t python_mod(int64_t a, int64_t b) {
+  const int64_t r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+bool is_i64(const Expr& e) { return e->dtype == DType::I64; }
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+// Op metadata
+// ------------------------------------------------------------------------------------------------
+const char* expr_op_name(ExprOp op) { return kOpInfo[static_cast<int>(op)].name; }
+
+bool is_unary_op(ExprOp op) {
+  return kOpInfo[static_cast<int>(op)].arity == 1 && op != ExprOp::Cast;
+}
+
+bool is_binary_op(ExprOp op) { return kOpInfo[static_cast<int>(op)].arity == 2; }
+
+bool is_comparison_op(ExprOp op) {
+  switch (op) {
+    case ExprOp::Eq:
+    case ExprOp::Ne:
+    case ExprOp::Lt:
+    case ExprOp::Le:
+    case ExprOp::Gt:
+    case ExprOp::Ge: return true;
+    default: return false;
+  }
+}
+
+bool ExprNode::is_int_const(int64_t value) const {
+  return op == ExprOp::Const && !is_floating(dtype) && int_value == value;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Structural comparison
+// ------------------------------------------------------------------------------------------------
+int expr_compare(const Expr& a, const Expr& b) {
+  if (a.get() == b.get()) return 0;
+  auto cmp = [](auto x, auto y) { return x < y ? -1 : (y < x ? 1 : 0); };
+  if (int c = cmp(a->op, b->op)) return c;
+  if (int c = cmp(a->dtype, b->dtype)) return c;
+  if (int c = cmp(a->index, b->index)) return c;
+  if (int c = cmp(a->int_value, b->int_value)) return c;
+  uint64_t fa, fb;
+  std::memcpy(&fa, &a->float_value, sizeof fa);
+  std::memcpy(&fb, &b->float_value, sizeof fb);
+  if (int c = cmp(fa, fb)) return c;
+  if (int c = a->symbol.compare(b->symbol)) return c < 0 ? -1 : 1;
+  if (int c = cmp(a->masked, b->masked)) return c;
+  if (int c = cmp(a->args.size(), b->args.size())) return c;
+  for (size_t i = 0; i < a->args.size(); ++i) {
+    if (int c = expr_compare(a->args[i], b->args[i])) return c;
+  }
+  return 0;
+}
+
+bool expr_equal(const Expr& a, const Expr& b) {
+  if (a.get() == b.get()) return true;
+  if (!a || !b) return false;
+  return a->hash == b->hash && expr_compare(a, b) == 0;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Leaves
+// ------------------------------------------------------------------------------------------------
+Expr int_const(int64_t value, DType dtype) {
+  require(!is_floating(dtype), "const", str_cat("int_const with floating dtype ", dtype_name(dtype)));
+  ExprNode node;
+  node.op = ExprOp::Const;
+  node.dtype = dtype;
+  node.int_value = dtype == DType::Bool ? (value != 0) : value;
+  return finish(std::move(node));
+}
+
+Expr float_const(double value, DType dtype) {
+  require(is_floating(dtype), "const", str_cat("float_const with dtype ", dtype_name(dtype)));
+  ExprNode node;
+  node.op = ExprOp::Const;
+  node.dtype = dtype;
+  node.float_value = value;
+  return finish(std::move(node));
+}
+
+Expr bool_const(bool value) { return int_const(value ? 1 : 0, DType::Bool); }
+
+Expr scalar_const(double value, DType dtype) {
+  if (is_floating(dtype)) return float_const(value, dtype);
+  if (dtype == DType::Bool) return bool_const(value != 0.0);
+  require(std::isfinite(value) && value == std::trunc(value), "const",
+          str_cat("value ", value, " is not representable as ", dtype_name(dtype)));
+  return int_const(static_cast<int64_t>(value), dtype);
+}
+
+Expr loop_var(int axis) {
+  ExprNode node;
+  node.op = ExprOp::LoopVar;
+  node.dtype = DType::I64;
+  node.index = axis;
+  return finish(std::move(node));
+}
+
+Expr reduce_var(int axis) {
+  ExprNode node;
+  node.op = ExprOp::ReduceVar;
+  node.dtype = DType::I64;
+  node.index = axis;
+  return finish(std::move(node));
+}
+
+Expr symbol(const std::string& name) {
+  require(!name.empty(), "symbol", "empty name");
+  ExprNode node;
+  node.op = ExprOp::Symbol;
+  node.dtype = DType::I64;
+  node.symbol = name;
+  return finish(std::move(node));
+}
+
+Expr load(int slot, DType dtype, std::vector<Expr> index, Expr mask) {
+  for (const Expr& e : index) require(is_i64(e), "load", "index expressions must be i64");
+  ExprNode node;
+  node.op = ExprOp::Load;
+  node.dtype = dtype;
+  node.index = slot;
+  node.args = std::move(index);
+  if (mask) {
+    if (mask->is_int_const(0)) {
+      // Fully masked: the load never happens.
+      return dtype == DType::Bool ? bool_const(false)
+                                  : (is_floating(dtype) ? float_const(0.0, dtype) : int_const(0, dtype));
+    }
+    if (!mask->is_int_const(1)) {
+      require(mask->dtype == DType::Bool, "load", "mask must be bool");
+      node.args.push_back(std::move(mask));
+      node.masked = true;
+    }
+  }
+  return finish(std::move(node));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Integer canonical form (see poly.h)
+// ------------------------------------------------------------------------------------------------
+namespace {
+
+Expr poly_to_expr(const Poly& p);
+
+Expr monomial_to_expr(const Monomial& m, int64_t coefficient) {
+  Expr out;
+  for (const Expr& atom : m) out = out ? make_node(ExprOp::Mul, DType::I64, {out, atom}) : atom;
+  if (!out) return int_const(coefficient);
+  if (coefficient != 1) out = make_node(ExprOp::Mul, DType::I64, {out, int_const(coefficient)});
+  return out;
+}
+
+Expr poly_to_expr(const Poly& p) {
+  Expr out;
+  for (const auto& [monomial, coefficient] : p.terms) {
+    Expr term = monomial_to_expr(monomial, coefficient);
+    out = out ? make_node(ExprOp::Add, DType::I64, {out, term}) : term;
+  }
+  if (!out) return int_const(p.constant);
+  if (p.constant != 0) out = make_node(ExprOp::Add, DType::I64, {out, int_const(p.constant)});
+  return out;
+}
+
+// Replaces k*c*(x // c) + k*(x % c) by k*x for constant c (the remainder/quotient identity).
+bool fold_div_mod_pairs(Poly& p) {
+  for (auto it = p.terms.begin(); it != p.terms.end(); ++it) {
+    if (it->first.size() != 1 || it->first[0]->op != ExprOp::Mod) continue;
+    const Expr mod_atom = it->first[0];  // copies: the map entries are erased below
+    const Expr x = mod_atom->args[0];
+    const auto c = as_int_const(mod_atom->args[1]);
+    if (!c || *c <= 0) continue;
+    const int64_t k = it->second;
+    const Expr quotient = make_node(ExprOp::FloorDiv, DType::I64, {x, mod_atom->args[1]});
+    auto q = p.terms.find(Monomial{quotient});
+    if (q == p.terms.end() || q->second != wrap_mul(k, *c)) continue;
+    p.terms.erase(q);
+    p.terms.erase(Monomial{mod_atom});
+    Poly replacement = poly_from_expr(x);
+    replacement.scale(k);
+    p.add(replacement);
+    return true;
+  }
+  return false;
+}
+
+Expr canonical(Poly p) {
+  while (fold_div_mod_pairs(p)) {
+  }
+  return poly_to_expr(p);
+}
+
+}  // namespace
+
+Poly poly_from_expr(const Expr& e) {
+  Poly out;
+  if (auto value = as_int_const(e); value && e->dtype == DType::I64) {
+    out.constant = *value;
+    return out;
+  }
+  if (e->dtype == DType::I64) {
+    switch (e->op) {
+      case ExprOp::Add: {
+        out = poly_from_expr(e->args[0]);
+        out.add(poly_from_expr(e->args[1]));
+        return out;
+      }
+      case ExprOp::Sub: {
+        out = poly_from_expr(e->args[0]);
+        Poly rhs = poly_from_expr(e->args[1]);
+        rhs.scale(-1);
+        out.add(rhs);
+        return out;
+      }
+      case ExprOp::Neg: {
+        out = poly_from_expr(e->args[0]);
+        out.scale(-1);
+        return out;
+      }
+      case ExprOp::Mul: return Poly::multiply(poly_from_expr(e->args[0]), poly_from_expr(e->args[1]));
+      default: break;
+    }
+  }
+  out.terms[Monomial{e}] = 1;
+  return out;
+}
+
+void Poly::add(const Poly& other) {
+  constant = wrap_add(constant, other.constant);
+  for (const auto& [m, c] : other.terms) {
+    auto [it, inserted] = terms.emplace(m, c);
+    if (!inserted) {
+      it->second = wrap_add(it->second, c);
+      if (it->second == 0) terms.erase(it);
+    }
+  }
+}
+
+void Poly::scale(int64_t factor) {
+  if (factor == 0) {
+    terms.clear();
+    constant = 0;
+    return;
+  }
+  constant = wrap_mul(constant, factor);
+  for (auto& term : terms) term.second = wrap_mul(term.second, factor);
+}
+
+Poly Poly::multiply(const Poly& a, const Poly& b) {
+  Poly out;
+  out.constant = wrap_mul(a.constant, b.constant);
+  auto add_term = [&out](Monomial m, int64_t c) {
+    if (c == 0) return;
+    std::sort(m.begin(), m.end(), [](const Expr& x, const Expr& y) { return expr_compare(x, y) < 0; });
+    Poly single;
+    single.terms.emplace(std::move(m), c);
+    out.add(single);
+  };
+  for (const auto& [m, c] : a.terms) add_term(m, wrap_mul(c, b.constant));
+  for (const auto& [m, c] : b.terms) add_term(m, wrap_mul(c, a.constant));
+  for (const auto& [ma, ca] : a.terms) {
+    for (const auto& [mb, cb] : b.terms) {
+      Monomial m = ma;
+      m.insert(m.end(), mb.begin(), mb.end());
+      add_term(std::move(m), wrap_mul(ca, cb));
+    }
+  }
+  return out;
+}
+
+bool MonomialLess::operator()(const Monomial& a, const Monomial& b) const {
+  const size_t n = std::min(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (int c = expr_compare(a[i], b[i])) return c < 0;
+  }
+  return a.size() < b.size();
+}
+
+Expr expr_from_poly(const Poly& p) { return canonical(p); }
+
+// ------------------------------------------------------------------------------------------------
+// Smart constructors
+// ------------------------------------------------------------------------------------------------
+std::optional<int64_t> as_int_const(const Expr& e) {
+  if (e && e->op == ExprOp::Const && !is_floating(e->dtype)) return e->int_value;
+  return std::nullopt;
+}
+
+namespace {
+
+std::optional<double> as_float_const(const Expr& e) {
+  if (e && e->op == ExprOp::Const && is_floating(e->dtype)) return e->float_value;
+  return std::nullopt;
+}
+
+// Floor division of a canonical polynomial by a positive constant, keeping the exactly divisible
+// part outside: (q*c + r) // c == q + r // c for every integer q, r.
+Expr floordiv_by_const(const Poly& a, int64_t c) {
+  Poly quotient, remainder;
+  quotient.constant = python_floordiv(a.constant, c);
+  remainder.constant = python_mod(a.constant, c);
+  for (const auto& [m, coefficient] : a.terms) {
+    if (coefficient % c == 0) {
+      quotient.terms.emplace(m, coefficient / c);
+    } else {
+      remainder.terms.emplace(m, coefficient);
+    }
+  }
+  if (remainder.terms.empty()) {
+    quotient.constant = wrap_add(quotient.constant, python_floordiv(remainder.constant, c));
+    return canonical(quotient);
+  }
+  Expr rest = make_node(ExprOp::FloorDiv, DType::I64, {canonical(remainder), int_const(c)});
+  Poly result = quotient;
+  result.add(poly_from_expr(rest));
+  return canonical(result);
+}
+
+Expr mod_by_const(const Poly& a, int64_t c) {
+  Poly remainder;
+  remainder.constant = python_mod(a.constant, c);
+  for (const auto& [m, coefficient] : a.terms) {
+    const int64_t reduced = python_mod(coefficient, c);
+    if (reduced != 0) remainder.terms.emplace(m, reduced);
+  }
+  if (remainder.terms.empty()) return int_const(remainder.constant);
+  // (x % (c*k)) % c == x % c
+  if (remainder.constant == 0 && remainder.terms.size() == 1) {
+    const auto& [m, coefficient] = *remainder.terms.begin();
+    if (coefficient == 1 && m.size() == 1 && m[0]->op == ExprOp::Mod) {
+      if (auto inner = as_int_const(m[0]->args[1]); inner && *inner > 0 && *inner % c == 0) {
+        return make_node(ExprOp::Mod, DType::I64, {m[0]->args[0], int_const(c)});
+      }
+    }
+  }
+  return make_node(ExprOp::Mod, DType::I64, {canonical(remainder), int_const(c)});
+}
+
+// For a symbolic monomial divisor d (coefficient 1), splits off the terms that are multiples of d.
+std::optional<std::pair<Poly, Poly>> split_multiples(const Poly& a, const Monomial& divisor) {
+  Poly quotient, remainder;
+  remainder.constant = a.constant;
+  bool any = false;
+  for (const auto& [m, coefficient] : a.terms) {
+    Monomial rest = m;
+    bool divisible = true;
+    for (const Expr& atom : divisor) {
+      auto found = std::find_if(rest.begin(), rest.end(), [&](const Expr& x) { return expr_equal(x, atom); });
+      if (found == rest.end()) {
+        divisible = false;
+        break;
+      }
+      rest.erase(found);
+    }
+    if (divisible) {
+      Poly term;
+      if (rest.empty()) {
+        term.constant = coefficient;
+      } else {
+        term.terms.emplace(rest, coefficient);
+      }
+      quotient.add(term);
+      any = true;
+    } else {
+      remainder.terms.emplace(m, coefficient);
+    }
+  }
+  if (!any) return std::nullopt;
+  return std::make_pair(quotient, remainder);
+}
+
+std::optional<Monomial> as_unit_monomial(const Poly& p) {
+  if (p.constant != 0 || p.terms.size() != 1) return std::nullopt;
+  const auto& [m, coefficient] = *p.terms.begin();
+  if (coefficient != 1) return std::nullopt;
+  return m;
+}
+
+Expr int_floordiv(const Expr& a, const Expr& b) {
+  const auto bc = as_int_const(b);
+  if (bc && *bc == 1) return a;
+  const Poly pa = poly_from_expr(a);
+  if (bc && *bc > 0) {
+    // (x // c1) // c2 == x // (c1*c2) for positive constants.
+    if (pa.constant == 0 && pa.terms.size() == 1 && pa.terms.begin()->second == 1) {
+      const Monomial& m = pa.terms.begin()->first;
+      if (m.size() == 1 && m[0]->op == ExprOp::FloorDiv) {
+        if (auto inner = as_int_const(m[0]->args[1]); inner && *inner > 0) {
+          return int_floordiv(m[0]->args[0], int_const(wrap_mul(*inner, *bc)));
+        }
+      }
+    }
+    return floordiv_by_const(pa, *bc);
+  }
+  if (auto ac = as_int_const(a); ac && bc && *bc != 0) return int_const(python_floordiv(*ac, *bc));
+  if (auto divisor = as_unit_monomial(poly_from_expr(b))) {
+    if (auto parts = split_multiples(pa, *divisor)) {
+      Poly result = parts->first;
+      if (!parts->second.terms.empty() || parts->second.constant != 0) {
+        result.add(poly_from_expr(make_node(ExprOp::FloorDiv, DType::I64, {canonical(parts->second), b})));
+      }
+      return canonical(result);
+    }
+  }
+  return make_node(ExprOp::FloorDiv, DType::I64, {a, b});
+}
+
+Expr int_mod(const Expr& a, const Expr& b) {
+  const auto bc = as_int_const(b);
+  if (bc && *bc == 1) return int_const(0);
+  if (bc && *bc > 0) return mod_by_const(poly_from_expr(a), *bc);
+  if (auto ac = as_int_const(a); ac && bc && *bc != 0) return int_const(python_mod(*ac, *bc));
+  if (auto divisor = as_unit_monomial(poly_from_expr(b))) {
+    if (auto parts = split_multiples(poly_from_expr(a), *divisor)) {
+      const Poly& rest = parts->second;
+      if (rest.terms.empty() && rest.constant == 0) return int_const(0);
+      return make_node(ExprOp::Mod, DType::I64, {canonical(rest), b});
+    }
+  }
+  return make_node(ExprOp::Mod, DType::I64, {a, b});
+}
+
+template <typename T>
+T apply_compare(ExprOp op, T x, T y) {
+  switch (op) {
+    case ExprOp::Eq: return x == y;
+    case ExprOp::Ne: return x != y;
+    case ExprOp::Lt: return x < y;
+    case ExprOp::Le: return x <= y;
+    case ExprOp::Gt: return x > y;
+    case ExprOp::Ge: return x >= y;
+    default: return false;
+  }
+}
+
+// Folds i64 binary ops on constants; returns nullptr when not foldable.
+Expr fold_int_binary(ExprOp op, int64_t x, int64_t y, DType dtype) {
+  switch (op) {
+    case ExprOp::Max: return int_const(std::max(x, y), dtype);
+    case ExprOp::Min: return int_const(std::min(x, y), dtype);
+    case ExprOp::Eq:
+    case ExprOp::Ne:
+    case ExprOp::Lt:
+    case ExprOp::Le:
+    case ExprOp::Gt:
+    case ExprOp::Ge: return bool_const(apply_compare(op, x, y));
+    case ExprOp::And: return bool_const(x && y);
+    case ExprOp::Or: return bool_const(x || y);
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+Expr add(Expr a, Expr b) { return binary(ExprOp::Add, std::move(a), std::move(b)); }
+Expr sub(Expr a, Expr b) { return binary(ExprOp::Sub, std::move(a), std::move(b)); }
+Expr mul(Expr a, Expr b) { return binary(ExprOp::Mul, std::move(a), std::move(b)); }
+Expr floordiv(Expr a, Expr b) { return binary(ExprOp::FloorDiv, std::move(a), std::move(b)); }
+Expr mod(Expr a, Expr b) { return binary(ExprOp::Mod, std::move(a), std::move(b)); }
+Expr max(Expr a, Expr b) { return binary(ExprOp::Max, std::move(a), std::move(b)); }
+Expr min(Expr a, Expr b) { return binary(ExprOp::Min, std::move(a), std::move(b)); }
+Expr logical_and(Expr a, Expr b) { return binary(ExprOp::And, std::move(a), std::move(b)); }
+Expr lt(Expr a, Expr b) { return binary(ExprOp::Lt, std::move(a), std::move(b)); }
+Expr ge(Expr a, Expr b) { return binary(ExprOp::Ge, std::move(a), std::move(b)); }
+Expr eq(Expr a, Expr b) { return binary(ExprOp::Eq, std::move(a), std::move(b)); }
+
+Expr product(const std::vector<Expr>& factors) {
+  Expr out = int_const(1);
+  for (const Expr& f : factors) out = mul(out, f);
+  return out;
+}
+
+Expr unary(ExprOp op, Expr a) {
+  require(is_unary_op(op), expr_op_name(op), "not a unary op");
+  require(a != nullptr, expr_op_name(op), "missing operand");
+  DType result = a->dtype;
+  switch (op) {
+    case ExprOp::Not:
+      require(a->dtype == DType::Bool, "not", str_cat("operand must be bool, got ", dtype_name(a->dtype)));
+      if (auto c = as_int_const(a)) return bool_const(*c == 0);
+      break;
+    case ExprOp::BitNot:
+      require(!is_floating(a->dtype), "bitnot", "operand must be integral or bool");
+      break;
+    case ExprOp::IsNan: result = DType::Bool; break;
+    case ExprOp::Neg:
+      require(a->dtype != DType::Bool, "neg", "operand must not be bool");
+      if (is_i64(a)) return binary(ExprOp::Mul, a, int_const(-1));
+      break;
+    case ExprOp::Floor:
+    case ExprOp::Ceil:
+    case ExprOp::Trunc:
+    case ExprOp::Round:
+      if (!is_floating(a->dtype)) return a;  // identity on integers, as in torch
+      break;
+    case ExprOp::Abs:
+    case ExprOp::Relu:
+    case ExprOp::Sign:
+      require(a->dtype != DType::Bool || op != ExprOp::Sign, expr_op_name(op), "operand must not be bool");
+      break;
+    default:
+      require(is_floating(a->dtype), expr_op_name(op),
+              str_cat("operand must be floating point, got ", dtype_name(a->dtype)));
+      break;
+  }
+  return make_node(op, result, {std::move(a)});
+}
+
+Expr binary(ExprOp op, Expr a, Expr b) {
+  require(is_binary_op(op), expr_op_name(op), "not a binary op");
+  require(a != nullptr && b != nullptr, expr_op_name(op), "missing operand");
+  require(a->dtype == b->dtype, expr_op_name(op),
+          str_cat("operand dtypes differ (", dtype_short_name(a->dtype), " vs ", dtype_short_name(b->dtype), ")"));
+  const DType dtype = a->dtype;
+  const bool logical = op == ExprOp::And || op == ExprOp::Or;
+  if (logical) require(dtype == DType::Bool, expr_op_name(op), "operands must be bool");
+  if (op == ExprOp::BitAnd || op == ExprOp::BitOr || op == ExprOp::BitXor) {
+    require(!is_floating(dtype), expr_op_name(op), "operands must be integral or bool");
+  }
+  if (op == ExprOp::FloorDiv || op == ExprOp::Mod) {
+    require(dtype != DType::Bool, expr_op_name(op), "operands must not be bool");
+  }
+  if (op == ExprOp::Div || op == ExprOp::Pow) {
+    require(is_floating(dtype), expr_op_name(op),
+            str_cat("operands must be floating point, got ", dtype_name(dtype)));
+  }
+  const DType result = (is_comparison_op(op) || logical) ? DType::Bool : dtype;
+
+  // Logical simplifications.
+  if (logical) {
+    const auto ca = as_int_const(a), cb = as_int_const(b);
+    if (op == ExprOp::And) {
+      if ((ca && *ca == 0) || (cb && *cb == 0)) return bool_const(false);
+      if (ca) return b;
+      if (cb) return a;
+    } else {
+      if ((ca && *ca) || (cb && *cb)) return bool_const(true);
+      if (ca) return b;
+      if (cb) return a;
+    }
+    if (expr_equal(a, b)) return a;
+  }
+
+  if (dtype == DType::I64) {
+    const auto ca = as_int_const(a), cb = as_int_const(b);
+    switch (op) {
+      case ExprOp::Add:
+      case ExprOp::Sub:
+      case ExprOp::Mul: {
+        Poly pa = poly_from_expr(a);
+        Poly pb = poly_from_expr(b);
+        if (op == ExprOp::Mul) return canonical(Poly::multiply(pa, pb));
+        if (op == ExprOp::Sub) pb.scale(-1);
+        pa.add(pb);
+        return canonical(pa);
+      }
+      case ExprOp::FloorDiv: return int_floordiv(a, b);
+      case ExprOp::Mod: return int_mod(a, b);
+      default: break;
+    }
+    if (ca && cb) {
+      if (Expr folded = fold_int_binary(op, *ca, *cb, dtype)) return folded;
+    }
+    if ((op == ExprOp::Max || op == ExprOp::Min) && expr_equal(a, b)) return a;
+    if (is_comparison_op(op)) {
+      // Decide comparisons whose difference is a constant.
+      Poly diff = poly_from_expr(a);
+      Poly nb = poly_from_expr(b);
+      nb.scale(-1);
+      diff.add(nb);
+      if (diff.terms.empty()) return bool_const(apply_compare<int64_t>(op, diff.constant, 0));
+    }
+    // Canonical operand order for commutative ops.
+    if ((op == ExprOp::Max || op == ExprOp::Min || op == ExprOp::Eq || op == ExprOp::Ne) &&
+        expr_compare(a, b) > 0) {
+      std::swap(a, b);
+    }
+    return make_node(op, result, {std::move(a), std::move(b)});
+  }
+
+  if (is_floating(dtype)) {
+    const auto fa = as_float_const(a), fb = as_float_const(b);
+    // x*1 and x/1 are exact; other float identities (x+0 with -0.0) are not.
+    if (op == ExprOp::Mul && fb && *fb == 1.0) return a;
+    if (op == ExprOp::Mul && fa && *fa == 1.0) return b;
+    if (op == ExprOp::Div && fb && *fb == 1.0) return a;
+    if (fa && fb && is_comparison_op(op)) return bool_const(apply_compare(op, *fa, *fb));
+  } else if (!logical) {
+    const auto ca = as_int_const(a), cb = as_int_const(b);
+    if (ca && cb && is_comparison_op(op)) return bool_const(apply_compare(op, *ca, *cb));
+  }
+  return make_node(op, result, {std::move(a), std::move(b)});
+}
+
+Expr where(Expr cond, Expr a, Expr b) {
+  require(cond && a && b, "where", "missing operand");
+  require(cond->dtype == DType::Bool, "where", str_cat("condition must be bool, got ", dtype_name(cond->dtype)));
+  require(a->dtype == b->dtype, "where",
+          str_cat("branch dtypes differ (", dtype_short_name(a->dtype), " vs ", dtype_short_name(b->dtype), ")"));
+  if (auto c = as_int_const(cond)) return *c ? a : b;
+  if (expr_equal(a, b)) return a;
+  const DType dtype = a->dtype;
+  return make_node(ExprOp::Where, dtype, {std::move(cond), std::move(a), std::move(b)});
+}
+
+Expr cast(Expr a, DType dtype) {
+  require(a != nullptr, "cast", "missing operand");
+  if (a->dtype == dtype) return a;
+  if (a->op == ExprOp::Const) {
+    if (is_floating(a->dtype)) {
+      const double v = a->float_value;
+      if (is_floating(dtype)) return float_const(v, dtype);
+      if (dtype == DType::Bool) return bool_const(v != 0.0);
+    } else if (is_floating(dtype)) {
+      return float_const(static_cast<double>(a->int_value), dtype);
+    } else if (dtype == DType::Bool) {
+      return bool_const(a->int_value != 0);
+    } else if (dtype == DType::I64) {
+      return int_const(a->int_value, dtype);
+    }
+  }
+  ExprNode node;
+  node.op = ExprOp::Cast;
+  node.dtype = dtype;
+  node.args = {std::move(a)};
+  return finish(std::move(node));
+}
+
+Expr check_index(Expr index, Expr bound, Expr mask) {
+  require(index && bound, "check_index", "missing operand");
+  require(is_i64(index) && is_i64(bound), "check_index", "index and bound must be i64");
+  if (mask && mask->is_int_const(0)) return int_const(0);
+  const auto ci = as_int_const(index), cb = as_int_const(bound);
+  if (ci && cb && *ci >= 0 && *ci < *cb) return index;
+  ExprNode node;
+  node.op = ExprOp::CheckIndex;
+  node.dtype = DType::I64;
+  node.args = {std::move(index), std::move(bound)};
+  if (mask && !mask->is_int_const(1)) {
+    require(mask->dtype == DType::Bool, "check_index", "mask must be bool");
+    node.args.push_back(std::move(mask));
+    node.masked = true;
+  }
+  return finish(std::move(node));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Queries and traversal
+// ------------------------------------------------------------------------------------------------
+namespace {
+
+template <typename Visit>
+void visit_unique(const Expr& root, Visit&& visit) {
+  std::vector<const ExprNode*> stack{root.get()};
+  std::unordered_map<const ExprNode*, bool> seen;
+  while (!stack.empty()) {
+    const ExprNode* n = stack.back();
+    stack.pop_back();
+    if (!seen.emplace(n, true).second) continue;
+    visit(*n);
+    for (const Expr& arg : n->args) stack.push_back(arg.get());
+  }
+}
+
+}  // namespace
+
+bool contains_op(const Expr& e, ExprOp op) {
+  bool found = false;
+  visit_unique(e, [&](const ExprNode& n) { found = found || n.op == op; });
+  return found;
+}
+
+bool is_shape_expr(const Expr& e) {
+  bool ok = true;
+  visit_unique(e, [&](const ExprNode& n) {
+    if (n.op == ExprOp::LoopVar || n.op == ExprOp::ReduceVar || n.op == ExprOp::Load ||
+        n.op == ExprOp::CheckIndex) {
+      ok = false;
+    }
+  });
+  return ok && e->dtype == DType::I64;
+}
+
+void collect_symbols(const Expr& e, std::vector<std::string>& out) {
+  visit_unique(e, [&](const ExprNode& n) {
+    if (n.op == ExprOp::Symbol && std::find(out.begin(), out.end(), n.symbol) == out.end()) {
+      out.push_back(n.symbol);
+    }
+  });
+  // visit order is not source order; keep a deterministic order
+  std::sort(out.begin(), out.end());
+}
+
+Expr rebuild(const Expr& node, std::vector<Expr> args) {
+  switch (node->op) {
+    case ExprOp::Const:
+    case ExprOp::LoopVar:
+    case ExprOp::ReduceVar:
+    case ExprOp::Symbol: return node;
+    case ExprOp::Load: {
+      Expr mask = node->masked ? args.back() : nullptr;
+      if (node->masked) args.pop_back();
+      return load(node->index, node->dtype, std::move(args), std::move(mask));
+    }
+    case ExprOp::Where: return where(args[0], args[1], args[2]);
+    case ExprOp::Cast: return cast(args[0], node->dtype);
+    case ExprOp::CheckIndex: return check_index(args[0], args[1], node->masked ? args[2] : nullptr);
+    default:
+      if (args.size() == 1) return unary(node->op, args[0]);
+      return binary(node->op, args[0], args[1]);
+  }
+}
+
+Expr transform(const Expr& root, const std::function<Expr(const Expr&)>& rewrite) {
+  std::unordered_map<const ExprNode*, Expr> done;
+  std::function<Expr(const Expr&)> go = [&](const Expr& e) -> Expr {
+    if (auto it = done.find(e.get()); it != done.end()) return it->second;
+    std::vector<Expr> args;
+    args.reserve(e->args.size());
+    bool changed = false;
+    for (const Expr& arg : e->args) {
+      args.push_back(go(arg));
+      changed = changed || args.back().get() != arg.get();
+    }
+    Expr rebuilt = changed ? rebuild(e, std::move(args)) : e;
+    Expr replaced = rewrite(rebuilt);
+    Expr result = replaced ? replaced : rebuilt;
+    done.emplace(e.get(), result);
+    return result;
+  };
+  return go(root);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Printing
+// ------------------------------------------------------------------------------------------------
+namespace {
+
+void print(const Expr& e, std::ostream& out);
+
+void print_list(const std::vector<Expr>& items, size_t count, std::ostream& out) {
+  for (size_t i = 0; i < count; ++i) {
+    if (i) out << ", ";
+    print(items[i], out);
+  }
+}
+
+void print_const(const ExprNode& n, std::ostream& out) {
+  if (n.dtype == DType::Bool) {
+    out << (n.int_value ? "true" : "false");
+  } else if (is_floating(n.dtype)) {
+    std::ostringstream text;
+    text.precision(9);
+    text << n.float_value;
+    out << text.str();
+    if (n.dtype != DType::F32) out << ":" << dtype_short_name(n.dtype);
+  } else {
+    out << n.int_value;
+    if (n.dtype != DType::I64) out << ":" << dtype_short_name(n.dtype);
+  }
+}
+
+void print(const Expr& e, std::ostream& out) {
+  const ExprNode& n = *e;
+  switch (n.op) {
+    case ExprOp::Const: print_const(n, out); return;
+    case ExprOp::LoopVar: out << "i" << n.index; return;
+    case ExprOp::ReduceVar: out << "r" << n.index; return;
+    case ExprOp::Symbol: out << n.symbol; return;
+    case ExprOp::Load:
+      out << "load" << n.index << "[";
+      print_list(n.args, n.load_rank(), out);
+      out << "]";
+      if (n.masked) {
+        out << " if ";
+        print(n.mask(), out);
+      }
+      return;
+    case ExprOp::Cast:
+      out << dtype_short_name(n.dtype) << "(";
+      print(n.args[0], out);
+      out << ")";
+      return;
+    default: break;
+  }
+  if (n.dtype == DType::I64 && (n.op == ExprOp::Add || n.op == ExprOp::Mul)) {
+    const bool is_add = n.op == ExprOp::Add;
+    if (is_add) out << "(";
+    print(n.args[0], out);
+    out << (is_add ? " + " : "*");
+    print(n.args[1], out);
+    if (is_add) out << ")";
+    return;
+  }
+  out << expr_op_name(n.op) << "(";
+  print_list(n.args, n.args.size(), out);
+  out << ")";
+}
+
+}  // namespace
+
+std::string to_string(const Expr& e) {
+  if (!e) return "<null>";
+  std::ostringstream out;
+  print(e, out);
+  return out.str();
+}
+
+}  // namespace luminal::ir

@@ -1,0 +1,182 @@
+// Scalar expressions: the primitive layer of the IR.
+//
+// Every compute node of the graph describes one output element as an expression over indexed
+// loads of its inputs. Views, broadcasts, gathers and concatenations are index arithmetic inside
+// those expressions, so the CPU interpreter and the CUDA code generator handle every op
+// generically: they only need to evaluate (or print) this small set of scalar operations.
+//
+// Expressions are immutable DAGs shared through shared_ptr. Integer expressions are kept in a
+// canonical polynomial form by the smart constructors below, so structurally equal shapes and
+// indices compare equal.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+
+namespace luminal::ir {
+
+// X-macro table: name, number of operands (-1: variable), printed name.
+#define LUMINAL_EXPR_OPS(X)          \
+  /* leaves */                       \
+  X(Const, 0, "const")               \
+  X(LoopVar, 0, "i")                 \
+  X(ReduceVar, 0, "r")               \
+  X(Symbol, 0, "sym")                \
+  X(Load, -1, "load")                \
+  /* unary */                        \
+  X(Neg, 1, "neg")                   \
+  X(Abs, 1, "abs")                   \
+  X(Relu, 1, "relu")                 \
+  X(Sigmoid, 1, "sigmoid")           \
+  X(Tanh, 1, "tanh")                 \
+  X(Exp, 1, "exp")                   \
+  X(Log, 1, "log")                   \
+  X(Sqrt, 1, "sqrt")                 \
+  X(Rsqrt, 1, "rsqrt")               \
+  X(Recip, 1, "recip")               \
+  X(Sin, 1, "sin")                   \
+  X(Cos, 1, "cos")                   \
+  X(Erf, 1, "erf")                   \
+  X(Floor, 1, "floor")               \
+  X(Ceil, 1, "ceil")                 \
+  X(Trunc, 1, "trunc")               \
+  X(Round, 1, "round")               \
+  X(Sign, 1, "sign")                 \
+  X(Not, 1, "not")                   \
+  X(BitNot, 1, "bitnot")             \
+  X(IsNan, 1, "isnan")               \
+  /* binary arithmetic */            \
+  X(Add, 2, "add")                   \
+  X(Sub, 2, "sub")                   \
+  X(Mul, 2, "mul")                   \
+  X(Div, 2, "div")                   \
+  X(FloorDiv, 2, "floordiv")         \
+  X(Mod, 2, "mod")                   \
+  X(Max, 2, "max")                   \
+  X(Min, 2, "min")                   \
+  X(Pow, 2, "pow")                   \
+  X(BitAnd, 2, "bitand")             \
+  X(BitOr, 2, "bitor")               \
+  X(BitXor, 2, "bitxor")             \
+  X(And, 2, "and")                   \
+  X(Or, 2, "or")                     \
+  /* comparisons: bool result */     \
+  X(Eq, 2, "eq")                     \
+  X(Ne, 2, "ne")                     \
+  X(Lt, 2, "lt")                     \
+  X(Le, 2, "le")                     \
+  X(Gt, 2, "gt")                     \
+  X(Ge, 2, "ge")                     \
+  /* others */                       \
+  X(Where, 3, "where")               \
+  X(Cast, 1, "cast")                 \
+  X(CheckIndex, -1, "check_index")
+
+enum class ExprOp : uint8_t {
+#define LUMINAL_ENUM_ENTRY(name, arity, text) name,
+  LUMINAL_EXPR_OPS(LUMINAL_ENUM_ENTRY)
+#undef LUMINAL_ENUM_ENTRY
+};
+
+const char* expr_op_name(ExprOp op);
+bool is_unary_op(ExprOp op);
+bool is_binary_op(ExprOp op);
+bool is_comparison_op(ExprOp op);
+
+struct ExprNode;
+using Expr = std::shared_ptr<const ExprNode>;
+
+// One node of an expression DAG. Build nodes with the functions below, never directly.
+//
+// Semantics that matter for correctness:
+// - Integer FloorDiv/Mod follow Python (floor) semantics, as torch.floor_divide/remainder do.
+// - Load(slot, index..., [mask]) reads input `slot` of the owning graph node at a
+//   multi-dimensional index (one i64 expression per input dimension). With a mask, lanes whose
+//   mask is false read 0 and touch no memory.
+// - CheckIndex(index, bound, [mask]) returns `index` and raises (CPU) or flags an error (CUDA)
+//   when index is outside [0, bound) on a lane whose mask is true.
+// - f16/bf16 arithmetic is computed in f32 and rounded to the node's dtype after every op.
+struct ExprNode {
+  ExprOp op;
+  DType dtype;
+  int32_t index = 0;       // LoopVar/ReduceVar: axis. Load: input slot.
+  int64_t int_value = 0;   // Const of integral or bool dtype
+  double float_value = 0;  // Const of floating dtype
+  std::string symbol;      // Symbol name
+  std::vector<Expr> args;  // operands. Load: index per dimension, then the mask if `masked`.
+  bool masked = false;     // Load/CheckIndex: the last operand is a bool mask
+  size_t hash = 0;
+
+  bool is_const() const { return op == ExprOp::Const; }
+  bool is_int_const(int64_t value) const;
+  // Load accessors.
+  size_t load_rank() const { return masked ? args.size() - 1 : args.size(); }
+  const Expr& mask() const { return args.back(); }
+};
+
+// Structural equality and ordering (used for canonical forms and CSE).
+bool expr_equal(const Expr& a, const Expr& b);
+int expr_compare(const Expr& a, const Expr& b);  // total order: <0, 0, >0
+struct ExprHash {
+  size_t operator()(const Expr& e) const { return e->hash; }
+};
+struct ExprEqual {
+  bool operator()(const Expr& a, const Expr& b) const { return expr_equal(a, b); }
+};
+
+// ---- leaves ---------------------------------------------------------------------------------
+Expr int_const(int64_t value, DType dtype = DType::I64);
+Expr float_const(double value, DType dtype = DType::F32);
+Expr bool_const(bool value);
+Expr scalar_const(double value, DType dtype);  // int or float const as the dtype requires
+Expr loop_var(int axis);
+Expr reduce_var(int axis);
+Expr symbol(const std::string& name);
+Expr load(int slot, DType dtype, std::vector<Expr> index, Expr mask = nullptr);
+
+// ---- operations (simplify on construction; integer arithmetic stays canonical) ----------------
+Expr unary(ExprOp op, Expr a);
+Expr binary(ExprOp op, Expr a, Expr b);
+Expr where(Expr cond, Expr a, Expr b);
+Expr cast(Expr a, DType dtype);
+Expr check_index(Expr index, Expr bound, Expr mask = nullptr);
+
+Expr add(Expr a, Expr b);
+Expr sub(Expr a, Expr b);
+Expr mul(Expr a, Expr b);
+Expr floordiv(Expr a, Expr b);
+Expr mod(Expr a, Expr b);
+Expr max(Expr a, Expr b);
+Expr min(Expr a, Expr b);
+Expr logical_and(Expr a, Expr b);
+Expr lt(Expr a, Expr b);
+Expr ge(Expr a, Expr b);
+Expr eq(Expr a, Expr b);
+
+// Product of a list of i64 expressions (1 for an empty list).
+Expr product(const std::vector<Expr>& factors);
+
+// ---- queries ---------------------------------------------------------------------------------
+std::optional<int64_t> as_int_const(const Expr& e);
+bool contains_op(const Expr& e, ExprOp op);
+// Does the expression only depend on symbols (no loop/reduce vars, no loads)?
+bool is_shape_expr(const Expr& e);
+void collect_symbols(const Expr& e, std::vector<std::string>& out);  // unique, in first-seen order
+
+// Recreates `node` with new operands through the smart constructors (re-simplifying).
+Expr rebuild(const Expr& node, std::vector<Expr> args);
+
+// Rebuilds an expression bottom-up; `rewrite` sees each node after its operands were rebuilt and
+// returns a replacement (or nullptr to keep the rebuilt node). Shared subtrees are rewritten once.
+Expr transform(const Expr& root, const std::function<Expr(const Expr&)>& rewrite);
+
+// Readable single-line text, e.g. "relu(add(load0[i0, i1], load1[i1]))".
+std::string to_string(const Expr& e);
+
+}  // namespace luminal::ir

@@ -1,0 +1,298 @@
+#include "ir/graph.h"
+
+#include <sstream>
+#include <unordered_set>
+
+#include "common/error.h"
+
+namespace luminal::ir {
+
+const char* node_kind_name(NodeKind kind) {
+  switch (kind) {
+    case NodeKind::Input: return "input";
+    case NodeKind::Constant: return "constant";
+    case NodeKind::Pointwise: return "pointwise";
+    case NodeKind::Reduce: return "reduce";
+    case NodeKind::MatMul: return "matmul";
+  }
+  return "?";
+}
+
+const char* input_role_name(InputRole role) {
+  switch (role) {
+    case InputRole::User: return "user";
+    case InputRole::Parameter: return "parameter";
+    case InputRole::Buffer: return "buffer";
+  }
+  return "?";
+}
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Prod: return "prod";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::Any: return "any";
+    case ReduceOp::All: return "all";
+  }
+  return "?";
+}
+
+NodeId Graph::add(Node node) {
+  const NodeId id = static_cast<NodeId>(nodes_.size());
+  for (NodeId input : node.inputs) {
+    LUMINAL_CHECK(input >= 0 && input < id, "graph: node '", node.origin, "' reads missing node %", input);
+  }
+  node.id = id;
+  nodes_.push_back(std::move(node));
+  return id;
+}
+
+const Node& Graph::node(NodeId id) const {
+  LUMINAL_CHECK(id >= 0 && static_cast<size_t>(id) < nodes_.size(), "graph: no node %", id);
+  return nodes_[id];
+}
+
+Node& Graph::node(NodeId id) {
+  LUMINAL_CHECK(id >= 0 && static_cast<size_t>(id) < nodes_.size(), "graph: no node %", id);
+  return nodes_[id];
+}
+
+std::vector<std::vector<NodeId>> Graph::users() const {
+  std::vector<std::vector<NodeId>> out(nodes_.size());
+  for (const Node& n : nodes_) {
+    std::unordered_set<NodeId> seen;
+    for (NodeId input : n.inputs) {
+      if (seen.insert(input).second) out[input].push_back(n.id);
+    }
+  }
+  return out;
+}
+
+std::vector<int> Graph::use_counts() const {
+  std::vector<int> counts(nodes_.size(), 0);
+  for (const Node& n : nodes_) {
+    for (NodeId input : n.inputs) ++counts[input];
+  }
+  for (const GraphOutput& out : outputs) {
+    if (out.kind == GraphOutput::Kind::Tensor) ++counts[out.node];
+  }
+  return counts;
+}
+
+std::string shape_to_string(const Shape& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) out += ", ";
+    out += ir::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+std::string node_signature(const Node& node) {
+  return str_cat(dtype_short_name(node.dtype), shape_to_string(node.shape));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Verification
+// ------------------------------------------------------------------------------------------------
+namespace {
+
+class BodyVerifier {
+ public:
+  BodyVerifier(const Graph& graph, const Node& node) : graph_(graph), node_(node) {}
+
+  void check(const Expr& e) {
+    if (!visited_.insert(e.get()).second) return;
+    for (const Expr& arg : e->args) check(arg);
+    const ExprNode& n = *e;
+    switch (n.op) {
+      case ExprOp::LoopVar:
+        expect(n.index >= 0 && static_cast<size_t>(n.index) < node_.rank(),
+               str_cat("loop variable i", n.index, " out of range for rank ", node_.rank()));
+        break;
+      case ExprOp::ReduceVar:
+        expect(node_.kind == NodeKind::Reduce, "reduce variable outside a reduce node");
+        expect(n.index >= 0 && static_cast<size_t>(n.index) < node_.reduce_extents.size(),
+               str_cat("reduce variable r", n.index, " out of range"));
+        break;
+      case ExprOp::Symbol:
+        expect(graph_.symbols.count(n.symbol) > 0, str_cat("unknown symbol '", n.symbol, "'"));
+        break;
+      case ExprOp::Load: {
+        expect(n.index >= 0 && static_cast<size_t>(n.index) < node_.inputs.size(),
+               str_cat("load from missing input slot ", n.index));
+        const Node& source = graph_.node(node_.inputs[n.index]);
+        expect(n.load_rank() == source.rank(),
+               str_cat("load", n.index, " has ", n.load_rank(), " indices but input ", node_signature(source),
+                       " has rank ", source.rank()));
+        expect(n.dtype == source.dtype,
+               str_cat("load", n.index, " dtype ", dtype_short_name(n.dtype), " differs from input ",
+                       node_signature(source)));
+        break;
+      }
+      default: break;
+    }
+  }
+
+ private:
+  void expect(bool ok, const std::string& message) const {
+    if (!ok) fail("IR verification failed at %", node_.id, " (", node_.origin, "): ", message);
+  }
+
+  const Graph& graph_;
+  const Node& node_;
+  std::unordered_set<const ExprNode*> visited_;
+};
+
+void verify_shape(const Graph& graph, const Node& node) {
+  for (const Expr& dim : node.shape) {
+    LUMINAL_CHECK(dim && is_shape_expr(dim), "IR verification failed at %", node.id, " (", node.origin,
+                  "): dimension ", ir::to_string(dim), " is not a shape expression");
+    std::vector<std::string> names;
+    collect_symbols(dim, names);
+    for (const std::string& name : names) {
+      LUMINAL_CHECK(graph.symbols.count(name), "IR verification failed at %", node.id, ": unknown symbol '",
+                    name, "' in shape");
+    }
+  }
+}
+
+void verify_matmul(const Graph& graph, const Node& node) {
+  auto where = [&] { return str_cat("IR verification failed at %", node.id, " (", node.origin, "): "); };
+  LUMINAL_CHECK(node.inputs.size() == 2, where(), "matmul needs two inputs");
+  const Node& a = graph.node(node.inputs[0]);
+  const Node& b = graph.node(node.inputs[1]);
+  const size_t rank = node.rank();
+  LUMINAL_CHECK((rank == 2 || rank == 3) && a.rank() == rank && b.rank() == rank, where(),
+                "matmul operands must both be rank 2 or both rank 3, got ", node_signature(a), " and ",
+                node_signature(b));
+  LUMINAL_CHECK(is_floating(node.dtype) && a.dtype == node.dtype && b.dtype == node.dtype, where(),
+                "matmul operands must share one floating dtype, got ", node_signature(a), " and ",
+                node_signature(b));
+  LUMINAL_CHECK(expr_equal(a.shape[rank - 1], b.shape[rank - 2]), where(), "inner dimensions differ: ",
+                node_signature(a), " @ ", node_signature(b));
+  LUMINAL_CHECK(expr_equal(node.shape[rank - 2], a.shape[rank - 2]) &&
+                    expr_equal(node.shape[rank - 1], b.shape[rank - 1]),
+                where(), "output shape ", node_signature(node), " does not match operands");
+  if (rank == 3) {
+    LUMINAL_CHECK(expr_equal(a.shape[0], b.shape[0]) && expr_equal(node.shape[0], a.shape[0]), where(),
+                  "batch dimensions differ: ", node_signature(a), " @ ", node_signature(b));
+  }
+}
+
+}  // namespace
+
+void Graph::verify() const {
+  for (const Node& node : nodes_) {
+    verify_shape(*this, node);
+    const auto where = [&] { return str_cat("IR verification failed at %", node.id, " (", node.origin, "): "); };
+    switch (node.kind) {
+      case NodeKind::Input:
+        LUMINAL_CHECK(node.input_position >= 0 && static_cast<size_t>(node.input_position) < inputs.size() &&
+                          inputs[node.input_position] == node.id,
+                      where(), "input position ", node.input_position, " is not registered");
+        break;
+      case NodeKind::Constant:
+        LUMINAL_CHECK(node.constant != nullptr, where(), "constant without data");
+        LUMINAL_CHECK(node.constant->sizes.size() == node.rank() && node.constant->dtype == node.dtype, where(),
+                      "constant data does not match ", node_signature(node));
+        break;
+      case NodeKind::Pointwise:
+      case NodeKind::Reduce: {
+        LUMINAL_CHECK(node.body != nullptr, where(), "missing body");
+        LUMINAL_CHECK(node.body->dtype == node.dtype, where(), "body dtype ", dtype_short_name(node.body->dtype),
+                      " differs from node dtype ", dtype_short_name(node.dtype));
+        BodyVerifier verifier(*this, node);
+        verifier.check(node.body);
+        if (node.kind == NodeKind::Reduce) {
+          LUMINAL_CHECK(!node.reduce_extents.empty(), where(), "reduce without reduction extents");
+          for (const Expr& extent : node.reduce_extents) {
+            LUMINAL_CHECK(extent && extent->dtype == DType::I64, where(), "reduction extent must be i64");
+            LUMINAL_CHECK(!contains_op(extent, ExprOp::ReduceVar), where(), "extent depends on a reduce variable");
+            verifier.check(extent);
+          }
+          const bool ragged = !is_shape_expr(node.reduce_extents[0]);
+          LUMINAL_CHECK(!ragged || node.reduce_extents.size() == 1, where(),
+                        "ragged reductions must have exactly one reduction dimension");
+        }
+        break;
+      }
+      case NodeKind::MatMul: verify_matmul(*this, node); break;
+    }
+  }
+  for (size_t position = 0; position < inputs.size(); ++position) {
+    const Node& n = node(inputs[position]);
+    LUMINAL_CHECK(n.kind == NodeKind::Input && n.input_position == static_cast<int>(position),
+                  "IR verification failed: call input ", position, " is not an input node");
+  }
+  for (const GraphOutput& out : outputs) {
+    if (out.kind == GraphOutput::Kind::Tensor) {
+      node(out.node);  // throws when missing
+    } else {
+      LUMINAL_CHECK(out.value && is_shape_expr(out.value), "IR verification failed: integer output '", out.name,
+                    "' is not a shape expression");
+    }
+    LUMINAL_CHECK(out.mutated_input < static_cast<int>(inputs.size()), "IR verification failed: output '",
+                  out.name, "' mutates missing input ", out.mutated_input);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Printing
+// ------------------------------------------------------------------------------------------------
+std::string Graph::to_string() const {
+  std::ostringstream out;
+  if (!symbols.empty()) {
+    out << "symbols:";
+    for (const auto& [name, info] : symbols) {
+      out << " " << name << " in [" << info.min << ", " << (info.max ? std::to_string(*info.max) : "inf") << "]";
+    }
+    out << "\n";
+  }
+  for (const Node& n : nodes_) {
+    out << "%" << n.id << ": " << node_signature(n) << " = ";
+    switch (n.kind) {
+      case NodeKind::Input:
+        out << "input " << input_role_name(n.role) << " #" << n.input_position << " \"" << n.name << "\"";
+        break;
+      case NodeKind::Constant: out << "constant \"" << n.name << "\""; break;
+      case NodeKind::Pointwise:
+      case NodeKind::Reduce:
+      case NodeKind::MatMul: {
+        out << node_kind_name(n.kind);
+        if (n.kind == NodeKind::Reduce) out << "." << reduce_op_name(n.reduce_op);
+        out << "(";
+        for (size_t i = 0; i < n.inputs.size(); ++i) out << (i ? ", %" : "%") << n.inputs[i];
+        out << ")";
+        if (n.kind == NodeKind::Reduce) {
+          out << " over [";
+          for (size_t i = 0; i < n.reduce_extents.size(); ++i) {
+            out << (i ? ", " : "") << "r" << i << " < " << ir::to_string(n.reduce_extents[i]);
+          }
+          out << "]";
+        }
+        if (n.body) out << " { " << ir::to_string(n.body) << " }";
+        break;
+      }
+    }
+    if (!n.origin.empty() && n.kind != NodeKind::Input) out << "  # " << n.origin;
+    out << "\n";
+  }
+  out << "return";
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const GraphOutput& o = outputs[i];
+    out << (i ? ", " : " ");
+    if (o.kind == GraphOutput::Kind::Tensor) {
+      out << "%" << o.node;
+    } else {
+      out << ir::to_string(o.value);
+    }
+    if (o.mutated_input >= 0) out << " (writes input #" << o.mutated_input << ")";
+  }
+  out << "\n";
+  return out.str();
+}
+
+}  // namespace luminal::ir

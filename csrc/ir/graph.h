@@ -1,0 +1,121 @@
+// The graph IR: a small set of node kinds whose compute is described by scalar expressions.
+//
+//   Input      a tensor passed by the caller (user input, parameter or buffer), bound by pointer
+//   Constant   a tensor whose bytes are known at compile time (lifted constants, archive weights)
+//   Pointwise  out[i...] = body(i...)            (elementwise, views, gathers, concat, iota, ...)
+//   Reduce     out[i...] = combine over r of body(i..., r...)   (extents may vary per element)
+//   MatMul     out[b, m, n] = sum_k A[b, m, k] * B[b, k, n]     (library call or reference loop)
+//
+// Node ids are positions in the node list and every node's inputs have smaller ids, so the list
+// order is a topological order.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/expr.h"
+
+namespace luminal::ir {
+
+using NodeId = int32_t;
+using Shape = std::vector<Expr>;  // one i64 shape expression (symbols and constants) per dimension
+
+enum class NodeKind : uint8_t { Input, Constant, Pointwise, Reduce, MatMul };
+enum class InputRole : uint8_t { User, Parameter, Buffer };
+enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, Any, All };
+
+const char* node_kind_name(NodeKind kind);
+const char* input_role_name(InputRole role);
+const char* reduce_op_name(ReduceOp op);
+
+// A host copy of a tensor known at compile time: raw storage bytes plus a strided view of them.
+struct ConstantData {
+  DType dtype = DType::F32;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;  // in elements
+  int64_t storage_offset = 0;    // in elements
+  std::string bytes;             // the whole storage
+};
+
+struct Node {
+  NodeId id = -1;
+  NodeKind kind = NodeKind::Pointwise;
+  DType dtype = DType::F32;
+  Shape shape;
+  std::vector<NodeId> inputs;  // tensors read by `body` (Load slot k reads inputs[k]) or by MatMul
+
+  Expr body;                          // Pointwise, Reduce
+  ReduceOp reduce_op = ReduceOp::Sum;  // Reduce
+  std::vector<Expr> reduce_extents;   // Reduce: one per ReduceVar; may use LoopVars and Loads
+
+  // Input
+  std::string name;
+  InputRole role = InputRole::User;
+  int input_position = -1;  // index in the call's tensor argument list
+
+  std::shared_ptr<const ConstantData> constant;  // Constant
+
+  std::string origin;  // e.g. "addmm_1 (aten.addmm.default)": where the node came from
+
+  size_t rank() const { return shape.size(); }
+  bool is_compute() const { return kind == NodeKind::Pointwise || kind == NodeKind::Reduce || kind == NodeKind::MatMul; }
+};
+
+struct GraphOutput {
+  enum class Kind { Tensor, Int };
+  Kind kind = Kind::Tensor;
+  NodeId node = -1;  // Tensor
+  Expr value;        // Int: a shape expression over symbols
+  // >= 0: the output is the new value of call input `mutated_input` (an in-place update that the
+  // caller must write back) rather than a user-visible output.
+  int mutated_input = -1;
+  std::string name;
+};
+
+// A run-time check that two shape expressions agree (e.g. broadcast or reshape compatibility
+// that could not be proven at compile time). Checked when inputs are bound.
+struct ShapeAssertion {
+  Expr lhs;
+  Expr rhs;
+  std::string what;
+};
+
+struct SymbolInfo {
+  std::string name;
+  int64_t min = 1;
+  std::optional<int64_t> max;
+};
+
+class Graph {
+ public:
+  NodeId add(Node node);  // assigns the id; inputs must already exist
+  const Node& node(NodeId id) const;
+  Node& node(NodeId id);
+  const std::vector<Node>& nodes() const { return nodes_; }
+  size_t size() const { return nodes_.size(); }
+
+  std::vector<NodeId> inputs;  // Input nodes, indexed by call position
+  std::vector<GraphOutput> outputs;
+  std::map<std::string, SymbolInfo> symbols;
+  std::vector<ShapeAssertion> shape_assertions;
+
+  // users[n] = nodes that read n (each listed once).
+  std::vector<std::vector<NodeId>> users() const;
+  // How many times each node is used: by other nodes' inputs and by graph outputs.
+  std::vector<int> use_counts() const;
+
+  // Raises luminal::Error describing the first violated invariant.
+  void verify() const;
+  std::string to_string() const;
+
+ private:
+  std::vector<Node> nodes_;
+};
+
+std::string shape_to_string(const Shape& shape);
+std::string node_signature(const Node& node);  // "f32[s0, 16]"
+
+}  // namespace luminal::ir

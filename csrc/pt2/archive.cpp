@@ -1,0 +1,414 @@
+#include "pt2/archive.h"
+
+#include <zip.h>
+
+#include <filesystem>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <system_error>
+#include <utility>
+
+#include "common/dtype.h"
+#include "common/error.h"
+#include "pt2/parse.h"
+
+namespace luminal::pt2 {
+namespace {
+
+struct ZipDiscard {  // read-only: discard instead of close, nothing is ever written back
+  void operator()(zip_t* zip) const { zip_discard(zip); }
+};
+struct ZipSourceFree {
+  void operator()(zip_source_t* source) const { zip_source_free(source); }
+};
+struct ZipFileClose {
+  void operator()(zip_file_t* file) const { zip_fclose(file); }
+};
+using ZipPtr = std::unique_ptr<zip_t, ZipDiscard>;
+using ZipSourcePtr = std::unique_ptr<zip_source_t, ZipSourceFree>;
+using ZipFilePtr = std::unique_ptr<zip_file_t, ZipFileClose>;
+
+class ZipError {
+ public:
+  ZipError() { zip_error_init(&error_); }
+  explicit ZipError(int code) { zip_error_init_with_code(&error_, code); }
+  ~ZipError() { zip_error_fini(&error_); }
+  ZipError(const ZipError&) = delete;
+  ZipError& operator=(const ZipError&) = delete;
+
+  zip_error_t* get() { return &error_; }
+  std::string message() { return zip_error_strerror(&error_); }
+
+ private:
+  zip_error_t error_;
+};
+
+constexpr const char* kBufferSource = "<in-memory archive>";
+
+bool starts_with(std::string_view text, std::string_view prefix) {
+  return text.substr(0, prefix.size()) == prefix;
+}
+
+bool ends_with(std::string_view text, std::string_view suffix) {
+  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+}
+
+std::string trim(std::string text) {
+  constexpr const char* kSpace = " \t\r\n";
+  const size_t begin = text.find_first_not_of(kSpace);
+  if (begin == std::string::npos) return "";
+  const size_t end = text.find_last_not_of(kSpace);
+  return text.substr(begin, end - begin + 1);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Archive
+// ---------------------------------------------------------------------------------------------
+
+struct Archive::Impl {
+  std::string source;
+  std::string bytes;  // backing store of a from_buffer archive; outlives `zip` (declared first)
+  ZipPtr zip;
+  std::string root;
+  std::vector<std::string> names;                // relative names, archive order
+  std::map<std::string, zip_uint64_t> index_of;  // relative name -> zip index
+  std::mutex mutex;                              // a zip_t must not be used concurrently
+
+  // Label of an entry in messages: "models/model.json", prefixed by the file path if any.
+  std::string label(const std::string& relative_name) const {
+    return source == kBufferSource ? relative_name : str_cat(source, ": ", relative_name);
+  }
+
+  void index_entries() {
+    const zip_int64_t count = zip_get_num_entries(zip.get(), 0);
+    if (count < 0) fail(source, ": cannot list the zip entries");
+    for (zip_int64_t i = 0; i < count; ++i) {
+      const char* raw = zip_get_name(zip.get(), static_cast<zip_uint64_t>(i), ZIP_FL_ENC_RAW);
+      if (raw == nullptr) fail(source, ": corrupt zip: cannot read the name of entry ", i);
+      const std::string name(raw);
+      if (i == 0) {
+        const size_t slash = name.find('/');
+        root = slash == std::string::npos ? "" : name.substr(0, slash);
+      }
+      if (root.empty() || !starts_with(name, root + "/")) continue;
+      std::string relative = name.substr(root.size() + 1);
+      if (relative.empty() || relative.back() == '/') continue;  // directory entry
+      if (index_of.emplace(relative, static_cast<zip_uint64_t>(i)).second) {
+        names.push_back(std::move(relative));
+      }
+    }
+  }
+
+  std::string read(const std::string& relative_name) {
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto it = index_of.find(relative_name);
+    if (it == index_of.end()) {
+      fail(label(relative_name), ": no such entry in the archive (root folder \"", root, "\")");
+    }
+    zip_stat_t stat;
+    zip_stat_init(&stat);
+    if (zip_stat_index(zip.get(), it->second, 0, &stat) != 0 || !(stat.valid & ZIP_STAT_SIZE)) {
+      fail(label(relative_name), ": cannot stat the entry: ", zip_strerror(zip.get()));
+    }
+    if (stat.size > std::numeric_limits<size_t>::max() / 2) {
+      fail(label(relative_name), ": entry too large (", stat.size, " bytes)");
+    }
+    const ZipFilePtr file(zip_fopen_index(zip.get(), it->second, 0));
+    if (!file) fail(label(relative_name), ": cannot open the entry: ", zip_strerror(zip.get()));
+
+    std::string out(static_cast<size_t>(stat.size), '\0');
+    size_t done = 0;
+    while (done < out.size()) {
+      const zip_int64_t n = zip_fread(file.get(), out.data() + done, out.size() - done);
+      if (n < 0) fail(label(relative_name), ": corrupt entry: ", zip_file_strerror(file.get()));
+      if (n == 0) {
+        fail(label(relative_name), ": truncated entry: ", done, " of ", out.size(), " bytes");
+      }
+      done += static_cast<size_t>(n);
+    }
+    // Reading on to the end of the data is what makes libzip verify the CRC.
+    char extra = 0;
+    const zip_int64_t tail = zip_fread(file.get(), &extra, 1);
+    if (tail < 0) fail(label(relative_name), ": corrupt entry: ", zip_file_strerror(file.get()));
+    if (tail > 0) fail(label(relative_name), ": entry is longer than its recorded size");
+    return out;
+  }
+};
+
+Archive::Archive(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Archive::Archive(Archive&&) noexcept = default;
+Archive& Archive::operator=(Archive&&) noexcept = default;
+Archive::~Archive() = default;
+
+Archive Archive::from_buffer(std::string bytes) {
+  if (bytes.empty()) fail("not a zip archive: the buffer is empty");
+  auto impl = std::make_unique<Impl>();
+  impl->source = kBufferSource;
+  impl->bytes = std::move(bytes);
+
+  ZipError error;
+  ZipSourcePtr source(
+      zip_source_buffer_create(impl->bytes.data(), impl->bytes.size(), 0, error.get()));
+  if (!source) fail("cannot read the archive buffer: ", error.message());
+  zip_t* zip = zip_open_from_source(source.get(), ZIP_RDONLY, error.get());
+  if (zip == nullptr) fail("not a zip archive (", impl->bytes.size(), " bytes): ", error.message());
+  source.release();  // owned by the zip_t from here on
+  impl->zip.reset(zip);
+  impl->index_entries();
+  return Archive(std::move(impl));
+}
+
+Archive Archive::from_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    fail("cannot open PT2 archive ", path, ": not found or not a regular file");
+  }
+  int code = 0;
+  zip_t* zip = zip_open(path.c_str(), ZIP_RDONLY, &code);
+  if (zip == nullptr) {
+    ZipError error(code);
+    fail("cannot open PT2 archive ", path, ": ", error.message());
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->source = path;
+  impl->zip.reset(zip);
+  impl->index_entries();
+  return Archive(std::move(impl));
+}
+
+const std::string& Archive::root() const { return impl_->root; }
+const std::string& Archive::source() const { return impl_->source; }
+std::vector<std::string> Archive::entries() const { return impl_->names; }
+bool Archive::contains(const std::string& relative_name) const {
+  return impl_->index_of.count(relative_name) != 0;
+}
+std::string Archive::read(const std::string& relative_name) const {
+  return impl_->read(relative_name);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Package
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+std::string entry_label(const Archive& archive, const std::string& relative_name) {
+  return archive.source() == kBufferSource ? relative_name
+                                           : str_cat(archive.source(), ": ", relative_name);
+}
+
+void check_pt2_format(const Archive& archive) {
+  if (!archive.contains("archive_format")) {
+    fail("not a PT2 archive: ", archive.source(), " has no ",
+         archive.root().empty() ? std::string("<root>") : archive.root(),
+         "/archive_format entry (expected the layout written by torch.export.save)");
+  }
+  const std::string format = trim(archive.read("archive_format"));
+  if (format != "pt2") {
+    fail("not a PT2 archive: ", archive.source(), ": archive_format is \"", format.substr(0, 32),
+         "\", expected \"pt2\"");
+  }
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+std::string choose_model(const Archive& archive, const std::string& requested) {
+  constexpr std::string_view kPrefix = "models/";
+  constexpr std::string_view kSuffix = ".json";
+  std::vector<std::string> models;
+  for (const std::string& entry : archive.entries()) {
+    if (starts_with(entry, kPrefix) && ends_with(entry, kSuffix) &&
+        entry.find('/', kPrefix.size()) == std::string::npos) {
+      models.push_back(
+          entry.substr(kPrefix.size(), entry.size() - kPrefix.size() - kSuffix.size()));
+    }
+  }
+  if (!requested.empty()) {
+    for (const std::string& model : models) {
+      if (model == requested) return model;
+    }
+    fail(archive.source(), ": no model \"", requested,
+         "\" in the PT2 archive (models: ", models.empty() ? std::string("none") : join(models),
+         ")");
+  }
+  if (models.empty()) fail(archive.source(), ": the PT2 archive has no models/<name>.json");
+  if (models.size() > 1) {
+    fail(archive.source(), ": the PT2 archive holds several models (", join(models),
+         "); choose one with LoadOptions::model_name");
+  }
+  return models.front();
+}
+
+// Bytes per element of a serde ScalarType code; nullopt for codes this reader does not know.
+std::optional<size_t> serde_element_size(int code) {
+  switch (code) {
+    case 1:
+    case 2:
+    case 12:
+    case 29:
+    case 30:
+    case 31:
+    case 32:
+    case 33: return 1;
+    case 3:
+    case 6:
+    case 13:
+    case 28: return 2;
+    case 4:
+    case 7:
+    case 9:
+    case 34: return 4;
+    case 5:
+    case 8:
+    case 10:
+    case 35: return 8;
+    case 11: return 16;
+    default: return std::nullopt;
+  }
+}
+
+struct PayloadKind {
+  const char* what;           // "weight" / "constant"
+  const char* dir;            // directory inside the root
+  const char* config_suffix;  // <model><suffix> is the config file
+};
+constexpr PayloadKind kWeights{"weight", "data/weights/", "_weights_config.json"};
+constexpr PayloadKind kConstants{"constant", "data/constants/", "_constants_config.json"};
+
+std::string describe_sizes(const std::vector<SymInt>& values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += values[i].is_int() ? std::to_string(values[i].as_int()) : values[i].as_expr().expr_str;
+  }
+  return out + "]";
+}
+
+// Smallest storage, in bytes, that holds the strided view; nullopt when a size, stride or the
+// offset is symbolic. Throws on negative or overflowing values.
+std::optional<uint64_t> required_storage_bytes(const TensorMeta& meta, size_t element_size,
+                                               const std::string& who) {
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  for (const SymInt& size : meta.sizes) {
+    if (!size.is_int()) return std::nullopt;
+    if (size.as_int() == 0) return 0;  // an empty tensor needs no storage
+  }
+  if (!meta.storage_offset.is_int()) return std::nullopt;
+  const int64_t offset = meta.storage_offset.as_int();
+  if (offset < 0) fail(who, ": negative storage_offset ", offset);
+  uint64_t last_index = static_cast<uint64_t>(offset);
+  for (size_t d = 0; d < meta.sizes.size(); ++d) {
+    if (!meta.strides[d].is_int()) return std::nullopt;
+    const int64_t size = meta.sizes[d].as_int();
+    const int64_t stride = meta.strides[d].as_int();
+    if (size < 0 || stride < 0) {
+      fail(who, ": negative size or stride in tensor_meta (sizes ", describe_sizes(meta.sizes),
+           ", strides ", describe_sizes(meta.strides), ")");
+    }
+    const uint64_t span = static_cast<uint64_t>(size - 1);
+    const uint64_t step = static_cast<uint64_t>(stride);
+    if (step != 0 && span > (kMax - last_index) / step) fail(who, ": tensor_meta overflows");
+    last_index += span * step;
+  }
+  if (last_index >= kMax / element_size) fail(who, ": tensor_meta overflows");
+  return (last_index + 1) * element_size;
+}
+
+void check_payload_size(const PayloadKind& kind, const std::string& fqn, const PayloadMeta& meta,
+                        const std::string& bytes, const std::string& payload_label) {
+  const std::string who = str_cat(kind.what, " '", fqn, "'");
+  const TensorMeta& tensor = *meta.tensor_meta;
+  const std::optional<size_t> element_size = serde_element_size(tensor.dtype);
+  if (!element_size) return;  // an unknown dtype is the consumer's to reject
+  if (tensor.layout != kLayoutStrided) {
+    fail(who, ": layout code ", tensor.layout,
+         " is not strided; only strided tensors can be read from raw payloads");
+  }
+  if (tensor.sizes.size() != tensor.strides.size()) {
+    fail(who, ": tensor_meta has ", tensor.sizes.size(), " sizes but ", tensor.strides.size(),
+         " strides");
+  }
+  if (bytes.size() % *element_size != 0) {
+    fail(who, ": payload ", payload_label, " holds ", bytes.size(),
+         " bytes, not a multiple of the element size ", *element_size, " of ",
+         serde_code_name(tensor.dtype));
+  }
+  const std::optional<uint64_t> needed = required_storage_bytes(tensor, *element_size, who);
+  if (needed && bytes.size() < *needed) {
+    fail(who, ": payload ", payload_label, " holds ", bytes.size(), " bytes, but its tensor_meta (",
+         serde_code_name(tensor.dtype), ", sizes ", describe_sizes(tensor.sizes), ", strides ",
+         describe_sizes(tensor.strides), ", storage_offset ",
+         describe_sizes({tensor.storage_offset}), ") needs at least ", *needed, " bytes",
+         bytes.empty() ? " (an empty payload is what a fake tensor saves)" : "");
+  }
+}
+
+void check_readable(const PayloadKind& kind, const std::string& fqn, const PayloadMeta& meta) {
+  if (meta.use_pickle) {
+    fail(kind.what, " '", fqn, "': pickled payloads (tensor subclasses / custom objects) are ",
+         "unsupported; only plain tensors stored as raw bytes can be read");
+  }
+  if (!meta.tensor_meta) fail(kind.what, " '", fqn, "': the payload config has no tensor_meta");
+}
+
+std::map<std::string, TensorPayload> load_payloads(const Archive& archive, const PayloadKind& kind,
+                                                   const std::string& model_name) {
+  const std::string config_name = str_cat(kind.dir, model_name, kind.config_suffix);
+  if (!archive.contains(config_name)) {
+    const std::string legacy_name = str_cat(kind.dir, model_name, ".pt");
+    if (archive.contains(legacy_name)) {
+      fail(entry_label(archive, legacy_name), ": the legacy pickled ", kind.what,
+           " format is unsupported; re-save the program with torch.export.save from a newer torch"
+           " (>= 2.9), which stores raw per-tensor payloads");
+    }
+    return {};  // the config is optional: a program without any
+  }
+  const std::map<std::string, PayloadMeta> config =
+      parse_payload_config(archive.read(config_name), entry_label(archive, config_name));
+
+  std::map<std::string, std::string> storages;  // path_name -> bytes; aliases share a storage
+  std::map<std::string, TensorPayload> payloads;
+  for (const auto& [fqn, meta] : config) {
+    check_readable(kind, fqn, meta);
+    const std::string payload_name = kind.dir + meta.path_name;
+    auto storage = storages.find(meta.path_name);
+    if (storage == storages.end()) {
+      if (!archive.contains(payload_name)) {
+        fail(kind.what, " '", fqn, "': payload ", entry_label(archive, payload_name),
+             " is missing from the archive");
+      }
+      storage = storages.emplace(meta.path_name, archive.read(payload_name)).first;
+    }
+    check_payload_size(kind, fqn, meta, storage->second, entry_label(archive, payload_name));
+    payloads.emplace(fqn, TensorPayload{fqn, meta, storage->second});
+  }
+  return payloads;
+}
+
+}  // namespace
+
+Package load_package(const Archive& archive, const LoadOptions& options) {
+  check_pt2_format(archive);
+  Package package;
+  if (archive.contains("archive_version")) {
+    package.archive_version = trim(archive.read("archive_version"));
+  }
+  package.model_name = choose_model(archive, options.model_name);
+  const std::string model_entry = str_cat("models/", package.model_name, ".json");
+  package.program =
+      parse_exported_program(archive.read(model_entry), entry_label(archive, model_entry));
+  if (options.load_weights) package.weights = load_payloads(archive, kWeights, package.model_name);
+  if (options.load_constants) {
+    package.constants = load_payloads(archive, kConstants, package.model_name);
+  }
+  return package;
+}
+
+}  // namespace luminal::pt2

@@ -1,0 +1,31 @@
+// JSON -> schema structs for the exported-program JSON (models/<name>.json) and the payload
+// configs of a PT2 archive. Every malformed input raises luminal::Error whose message starts with
+// the source name and the JSON path, e.g.
+//   "models/model.json: graph_module.graph.nodes[3].inputs[1].arg: expected an object with one
+//    key, got array".
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "pt2/schema.h"
+
+namespace luminal::pt2 {
+
+// Accepts schema major version 8 (torch 2.6 ... 2.15) and 9; any other version is an error naming
+// the version found. `source` names the document in error messages.
+ExportedProgram parse_exported_program(std::string_view json_text,
+                                       std::string_view source = "models/model.json");
+
+// `where` is the location of `j`, continued by the path inside it in error messages, e.g.
+// where = "w.json: config[\"w\"].tensor_meta" gives "w.json: config[\"w\"].tensor_meta.sizes[0]:
+// ...".
+TensorMeta parse_tensor_meta(const nlohmann::json& j, const std::string& where);
+
+// {"config": {fqn: PayloadMeta}}.
+std::map<std::string, PayloadMeta> parse_payload_config(std::string_view json_text,
+                                                        std::string_view source = "payload config");
+
+}  // namespace luminal::pt2

@@ -1,0 +1,81 @@
+#include "runtime/compiled.h"
+
+#include "common/error.h"
+#include "pt2/archive.h"
+
+namespace luminal::runtime {
+
+namespace {
+
+frontend::TranslateOptions translate_options(const CompileOptions& options) {
+  frontend::TranslateOptions out;
+  out.input_roles = options.input_roles;
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<CompiledGraph> CompiledGraph::from_archive_bytes(std::string bytes, const CompileOptions& options) {
+  const pt2::Archive archive = pt2::Archive::from_buffer(std::move(bytes));
+  const pt2::Package package = pt2::load_package(archive);
+  return std::shared_ptr<CompiledGraph>(new CompiledGraph(frontend::translate(package, translate_options(options)), options));
+}
+
+std::shared_ptr<CompiledGraph> CompiledGraph::from_archive_file(const std::string& path, const CompileOptions& options) {
+  const pt2::Archive archive = pt2::Archive::from_file(path);
+  const pt2::Package package = pt2::load_package(archive);
+  return std::shared_ptr<CompiledGraph>(new CompiledGraph(frontend::translate(package, translate_options(options)), options));
+}
+
+CompiledGraph::CompiledGraph(ir::Graph translated, const CompileOptions& options)
+    : translated_text_(translated.to_string()),
+      graph_(std::make_shared<const ir::Graph>(passes::optimize(std::move(translated), options.optimize))) {
+  for (const ir::GraphOutput& out : graph_->outputs) {
+    OutputInfo info;
+    info.is_tensor = out.kind == ir::GraphOutput::Kind::Tensor;
+    info.dtype = info.is_tensor ? graph_->node(out.node).dtype : DType::I64;
+    info.mutated_input = out.mutated_input;
+    info.name = out.name;
+    outputs_.push_back(info);
+  }
+  cpu_ = std::make_unique<cpu::Executor>(graph_);
+}
+
+SymbolValues CompiledGraph::bind(const std::vector<TensorView>& inputs) const { return bind_inputs(*graph_, inputs); }
+
+std::vector<int64_t> CompiledGraph::output_shape(size_t k, const SymbolValues& symbols) const {
+  const ir::GraphOutput& out = graph_->outputs.at(k);
+  LUMINAL_CHECK(out.kind == ir::GraphOutput::Kind::Tensor, "output ", k, " is not a tensor");
+  return evaluate(graph_->node(out.node).shape, symbols);
+}
+
+int64_t CompiledGraph::int_output(size_t k, const SymbolValues& symbols) const {
+  const ir::GraphOutput& out = graph_->outputs.at(k);
+  LUMINAL_CHECK(out.kind == ir::GraphOutput::Kind::Int, "output ", k, " is not an integer");
+  return evaluate(out.value, symbols);
+}
+
+void CompiledGraph::run(const std::vector<TensorView>& inputs, const std::vector<TensorView>& outputs,
+                        const SymbolValues& symbols) const {
+  for (const TensorView& input : inputs) {
+    LUMINAL_CHECK(input.device.type == DeviceType::CPU, "tensor on ", device_name(input.device),
+                  ": this build of luminal runs graphs on the CPU only (the CUDA engine is not available yet)");
+  }
+  cpu_->run(inputs, outputs, symbols);
+}
+
+std::string CompiledGraph::ir_text(bool optimized) const { return optimized ? graph_->to_string() : translated_text_; }
+
+Stats CompiledGraph::stats() const {
+  Stats s;
+  s.ir_nodes = graph_->size();
+  s.kernels = cpu_->kernel_count();
+  for (const ir::Node& node : graph_->nodes()) {
+    s.matmuls += node.kind == ir::NodeKind::MatMul;
+    s.inputs += node.kind == ir::NodeKind::Input;
+    s.constants += node.kind == ir::NodeKind::Constant;
+  }
+  return s;
+}
+
+}  // namespace luminal::runtime

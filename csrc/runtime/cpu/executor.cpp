@@ -1,0 +1,483 @@
+#include "runtime/cpu/executor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "common/env.h"
+#include "common/error.h"
+#include "common/half.h"
+#include "runtime/cpu/gemm.h"
+
+namespace luminal::runtime::cpu {
+
+using ir::Expr;
+using ir::ExprOp;
+using ir::Node;
+using ir::NodeId;
+using ir::NodeKind;
+
+// A tensor available during a run: caller memory, constant bytes or an owned intermediate.
+struct Executor::Buffer {
+  const void* data = nullptr;
+  DType dtype = DType::F32;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  std::unique_ptr<uint8_t[]> owned;
+};
+
+namespace {
+
+int64_t product(const std::vector<int64_t>& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+// Multi-dimensional counter over a shape, advanced one element at a time.
+class IndexCounter {
+ public:
+  explicit IndexCounter(const std::vector<int64_t>& sizes) : sizes_(sizes), index_(sizes.size(), 0) {}
+  int64_t operator[](size_t axis) const { return index_[axis]; }
+  void advance() {
+    for (size_t d = sizes_.size(); d-- > 0;) {
+      if (++index_[d] < sizes_[d]) return;
+      index_[d] = 0;
+    }
+  }
+
+ private:
+  std::vector<int64_t> sizes_;
+  std::vector<int64_t> index_;
+};
+
+// Registers of a program's loop or reduce variables, by axis.
+std::vector<std::pair<int, int>> variable_registers(const Program& program, ExprOp op) {
+  std::vector<std::pair<int, int>> out;
+  const auto& code = program.code();
+  for (size_t r = 0; r < code.size(); ++r) {
+    if (code[r].op == op) out.emplace_back(static_cast<int>(r), code[r].slot);
+  }
+  return out;
+}
+
+// Fills the loop-variable registers of `regs` for the next n elements of `counter`.
+void fill_loop_vars(const std::vector<std::pair<int, int>>& vars, Registers& regs, IndexCounter& counter, int n) {
+  for (int i = 0; i < n; ++i) {
+    for (const auto& [reg, axis] : vars) regs.i64(reg)[i] = counter[axis];
+    counter.advance();
+  }
+}
+
+void set_reduce_vars(const std::vector<std::pair<int, int>>& vars, Registers& regs,
+                     const std::vector<int64_t>& extents, int64_t flat, int lane) {
+  for (const auto& [reg, axis] : vars) {
+    int64_t inner = 1;
+    for (size_t d = axis + 1; d < extents.size(); ++d) inner *= extents[d];
+    regs.i64(reg)[lane] = (flat / inner) % extents[axis];
+  }
+}
+
+// Accumulator for one reduction output, kept in double (floats) or int64 (integers and bool).
+struct Accumulator {
+  ir::ReduceOp op;
+  bool floating;
+  double f = 0;
+  int64_t i = 0;
+
+  void reset() {
+    switch (op) {
+      case ir::ReduceOp::Sum:
+      case ir::ReduceOp::Any:
+        f = 0;
+        i = 0;
+        break;
+      case ir::ReduceOp::Prod:
+      case ir::ReduceOp::All:
+        f = 1;
+        i = 1;
+        break;
+      case ir::ReduceOp::Max:
+        f = -std::numeric_limits<double>::infinity();
+        i = std::numeric_limits<int64_t>::min();
+        break;
+      case ir::ReduceOp::Min:
+        f = std::numeric_limits<double>::infinity();
+        i = std::numeric_limits<int64_t>::max();
+        break;
+    }
+  }
+
+  void add(double v) {
+    switch (op) {
+      case ir::ReduceOp::Sum: f += v; break;
+      case ir::ReduceOp::Prod: f *= v; break;
+      case ir::ReduceOp::Max: f = (f != f || v != v) ? std::numeric_limits<double>::quiet_NaN() : std::max(f, v); break;
+      case ir::ReduceOp::Min: f = (f != f || v != v) ? std::numeric_limits<double>::quiet_NaN() : std::min(f, v); break;
+      case ir::ReduceOp::Any: f = (f != 0 || v != 0) ? 1 : 0; break;
+      case ir::ReduceOp::All: f = (f != 0 && v != 0) ? 1 : 0; break;
+    }
+  }
+
+  void add(int64_t v) {
+    switch (op) {
+      case ir::ReduceOp::Sum: i = static_cast<int64_t>(static_cast<uint64_t>(i) + static_cast<uint64_t>(v)); break;
+      case ir::ReduceOp::Prod: i = static_cast<int64_t>(static_cast<uint64_t>(i) * static_cast<uint64_t>(v)); break;
+      case ir::ReduceOp::Max: i = std::max(i, v); break;
+      case ir::ReduceOp::Min: i = std::min(i, v); break;
+      case ir::ReduceOp::Any: i = (i != 0 || v != 0); break;
+      case ir::ReduceOp::All: i = (i != 0 && v != 0); break;
+    }
+  }
+};
+
+void store_scalar(DType dtype, void* out, int64_t offset, const Accumulator& acc) {
+  switch (dtype) {
+    case DType::F32: static_cast<float*>(out)[offset] = static_cast<float>(acc.f); break;
+    case DType::F64: static_cast<double*>(out)[offset] = acc.f; break;
+    case DType::F16: static_cast<uint16_t*>(out)[offset] = float_to_half_bits(static_cast<float>(acc.f)); break;
+    case DType::BF16: static_cast<uint16_t*>(out)[offset] = float_to_bf16_bits(static_cast<float>(acc.f)); break;
+    case DType::Bool: static_cast<uint8_t*>(out)[offset] = acc.i != 0; break;
+    case DType::U8: static_cast<uint8_t*>(out)[offset] = static_cast<uint8_t>(acc.i); break;
+    case DType::I8: static_cast<int8_t*>(out)[offset] = static_cast<int8_t>(acc.i); break;
+    case DType::I16: static_cast<int16_t*>(out)[offset] = static_cast<int16_t>(acc.i); break;
+    case DType::I32: static_cast<int32_t*>(out)[offset] = static_cast<int32_t>(acc.i); break;
+    case DType::I64: static_cast<int64_t*>(out)[offset] = acc.i; break;
+  }
+}
+
+void accumulate_lane(Accumulator& acc, const Instr& instr, Registers& regs, int reg, int lane) {
+  switch (instr.lane) {
+    case Lane::F32: acc.add(static_cast<double>(regs.f32(reg)[lane])); break;
+    case Lane::F64: acc.add(regs.f64(reg)[lane]); break;
+    case Lane::I64: acc.add(regs.i64(reg)[lane]); break;
+  }
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+// Planning
+// ------------------------------------------------------------------------------------------------
+Executor::Executor(std::shared_ptr<const ir::Graph> graph) : graph_(std::move(graph)) {
+  const ir::Graph& g = *graph_;
+  plans_.resize(g.size());
+  const auto users = g.users();
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    if (g.outputs[k].kind == ir::GraphOutput::Kind::Tensor) plans_[g.outputs[k].node].output = static_cast<int>(k);
+  }
+  for (const Node& node : g.nodes()) {
+    NodePlan& plan = plans_[node.id];
+    for (NodeId user : users[node.id]) plan.last_use = std::max(plan.last_use, user);
+    switch (node.kind) {
+      case NodeKind::Input: plan.placement = Placement::Input; break;
+      case NodeKind::Constant: plan.placement = Placement::Constant; break;
+      case NodeKind::MatMul: break;
+      case NodeKind::Pointwise:
+      case NodeKind::Reduce: {
+        plan.body = std::make_unique<Program>(node.body, node.origin);
+        if (node.kind == NodeKind::Reduce && !ir::is_shape_expr(node.reduce_extents[0])) {
+          plan.extents = std::make_unique<Program>(node.reduce_extents[0], node.origin);
+        }
+        // A view read only by matmuls is never materialized: the matmul reads it by strides.
+        const bool only_matmul_users =
+            !users[node.id].empty() && std::all_of(users[node.id].begin(), users[node.id].end(),
+                                                  [&](NodeId u) { return g.node(u).kind == NodeKind::MatMul; });
+        if (node.kind == NodeKind::Pointwise && plan.output < 0 && only_matmul_users) {
+          plan.view = passes::as_affine_view(g, node.id);
+          if (plan.view && plans_[plan.view->base].placement != Placement::VirtualView) {
+            plan.placement = Placement::VirtualView;
+          }
+        }
+        break;
+      }
+    }
+  }
+  // A virtual view keeps its base alive until the view's own last user.
+  for (const Node& node : g.nodes()) {
+    const NodePlan& plan = plans_[node.id];
+    if (plan.placement == Placement::VirtualView) {
+      NodePlan& base = plans_[plan.view->base];
+      base.last_use = std::max(base.last_use, plan.last_use);
+    }
+  }
+}
+
+size_t Executor::kernel_count() const {
+  size_t count = 0;
+  for (const NodePlan& plan : plans_) count += plan.placement == Placement::Computed ? 1 : 0;
+  return count;
+}
+
+// ------------------------------------------------------------------------------------------------
+// One call
+// ------------------------------------------------------------------------------------------------
+class Executor::Run {
+ public:
+  Run(const Executor& executor, const std::vector<TensorView>& inputs, const std::vector<TensorView>& outputs,
+      const SymbolValues& symbols)
+      : ex_(executor), graph_(*executor.graph_), inputs_(inputs), outputs_(outputs), symbols_(symbols),
+        buffers_(graph_.size()) {}
+
+  void execute() {
+    LUMINAL_CHECK(outputs_.size() == graph_.outputs.size(), "expected ", graph_.outputs.size(), " output views, got ",
+                  outputs_.size());
+    for (const Node& node : graph_.nodes()) {
+      const NodePlan& plan = ex_.plans_[node.id];
+      switch (plan.placement) {
+        case Placement::Input: bind_input(node); break;
+        case Placement::Constant: bind_constant(node); break;
+        case Placement::VirtualView: break;
+        case Placement::Computed:
+          prepare_destination(node, plan);
+          compute(node, plan);
+          break;
+      }
+      release_inputs_of(node);
+    }
+  }
+
+ private:
+  void bind_input(const Node& node) {
+    const TensorView& view = inputs_.at(node.input_position);
+    LUMINAL_CHECK(view.device.type == DeviceType::CPU, "input #", node.input_position, " '", node.name,
+                  "' is on ", device_name(view.device), "; the CPU executor needs CPU tensors");
+    Buffer& b = buffers_[node.id];
+    b.data = view.data;
+    b.dtype = view.dtype;
+    b.sizes = view.sizes;
+    b.strides = view.strides;
+  }
+
+  void bind_constant(const Node& node) {
+    const ir::ConstantData& c = *node.constant;
+    Buffer& b = buffers_[node.id];
+    b.data = c.bytes.data() + c.storage_offset * static_cast<int64_t>(dtype_size(c.dtype));
+    b.dtype = c.dtype;
+    b.sizes = c.sizes;
+    b.strides = c.strides;
+  }
+
+  void prepare_destination(const Node& node, const NodePlan& plan) {
+    Buffer& b = buffers_[node.id];
+    b.dtype = node.dtype;
+    b.sizes = evaluate(node.shape, symbols_);
+    b.strides = contiguous_strides(b.sizes);
+    if (plan.output >= 0) {
+      const TensorView& out = outputs_[plan.output];
+      LUMINAL_CHECK(out.dtype == node.dtype && out.sizes == b.sizes && out.is_contiguous() &&
+                        out.device.type == DeviceType::CPU,
+                    "internal error: output #", plan.output, " view ", describe(out), " does not match ",
+                    ir::node_signature(node));
+      b.data = out.data;
+      return;
+    }
+    const size_t bytes = static_cast<size_t>(product(b.sizes)) * dtype_size(node.dtype);
+    b.owned.reset(new uint8_t[std::max<size_t>(bytes, 1)]);
+    if (poison_enabled()) std::memset(b.owned.get(), 0xFF, bytes);  // NaN for floats, -1 for integers
+    b.data = b.owned.get();
+  }
+
+  void release_inputs_of(const Node& node) {
+    for (NodeId input : node.inputs) {
+      const NodePlan& plan = ex_.plans_[input];
+      if (plan.last_use == node.id && plan.output < 0) buffers_[input].owned.reset();
+    }
+  }
+
+  void* destination(const Node& node) { return const_cast<void*>(buffers_[node.id].data); }
+
+  std::vector<Operand> operands_of(const Node& node) {
+    std::vector<Operand> out;
+    for (NodeId input : node.inputs) {
+      const Buffer& b = buffers_[input];
+      LUMINAL_CHECK(b.data != nullptr || product(b.sizes) == 0, "internal error: ", node.origin,
+                    " reads %", input, " which was not computed");
+      out.push_back(Operand{b.data, b.dtype, b.strides, b.sizes});
+    }
+    return out;
+  }
+
+  void compute(const Node& node, const NodePlan& plan) {
+    switch (node.kind) {
+      case NodeKind::Pointwise: run_pointwise(node, plan); break;
+      case NodeKind::Reduce: run_reduce(node, plan); break;
+      case NodeKind::MatMul: run_matmul(node); break;
+      default: break;
+    }
+  }
+
+  void run_pointwise(const Node& node, const NodePlan& plan) {
+    const Buffer& out = buffers_[node.id];
+    const int64_t numel = product(out.sizes);
+    const Program& program = *plan.body;
+    const std::vector<Operand> operands = operands_of(node);
+    const EvalContext ctx{&operands, &symbols_, nullptr};
+    Registers regs(program);
+    initialize_constants(program, regs, ctx);
+    const auto loop_vars = variable_registers(program, ExprOp::LoopVar);
+    const Instr& result = program.code()[program.result()];
+    IndexCounter counter(out.sizes);
+    for (int64_t start = 0; start < numel; start += kLanes) {
+      const int n = static_cast<int>(std::min<int64_t>(kLanes, numel - start));
+      fill_loop_vars(loop_vars, regs, counter, n);
+      evaluate_program(program, regs, n, ctx);
+      store_lanes(result, regs, program.result(), n, destination(node), start);
+    }
+  }
+
+  void run_reduce(const Node& node, const NodePlan& plan) {
+    const Buffer& out = buffers_[node.id];
+    const int64_t outputs = product(out.sizes);
+    const Program& program = *plan.body;
+    const std::vector<Operand> operands = operands_of(node);
+    std::vector<int64_t> static_extents;
+    if (!plan.extents) static_extents = evaluate(node.reduce_extents, symbols_);
+    const int64_t static_total = plan.extents ? 0 : product(static_extents);
+    if (!plan.extents && outputs < kLanes && static_total > outputs) {
+      reduce_along_lanes(node, program, operands, static_extents);
+    } else {
+      reduce_across_outputs(node, plan, operands, static_extents);
+    }
+  }
+
+  // Few outputs, long reductions: lanes run over the reduction index of one output at a time.
+  void reduce_along_lanes(const Node& node, const Program& program, const std::vector<Operand>& operands,
+                          const std::vector<int64_t>& extents) {
+    const Buffer& out = buffers_[node.id];
+    const EvalContext ctx{&operands, &symbols_, nullptr};
+    Registers regs(program);
+    initialize_constants(program, regs, ctx);
+    const auto loop_vars = variable_registers(program, ExprOp::LoopVar);
+    const auto reduce_vars = variable_registers(program, ExprOp::ReduceVar);
+    const Instr& result = program.code()[program.result()];
+    const int64_t total = product(extents);
+    IndexCounter counter(out.sizes);
+    Accumulator acc{node.reduce_op, is_floating(node.dtype)};
+    for (int64_t o = 0, outputs = product(out.sizes); o < outputs; ++o) {
+      for (const auto& [reg, axis] : loop_vars) std::fill(regs.i64(reg), regs.i64(reg) + kLanes, counter[axis]);
+      counter.advance();
+      acc.reset();
+      for (int64_t r0 = 0; r0 < total; r0 += kLanes) {
+        const int n = static_cast<int>(std::min<int64_t>(kLanes, total - r0));
+        for (int i = 0; i < n; ++i) set_reduce_vars(reduce_vars, regs, extents, r0 + i, i);
+        evaluate_program(program, regs, n, ctx);
+        for (int i = 0; i < n; ++i) accumulate_lane(acc, result, regs, program.result(), i);
+      }
+      store_scalar(node.dtype, destination(node), o, acc);
+    }
+  }
+
+  // Lanes run over outputs; the reduction index advances in lockstep (ragged extents mask lanes).
+  void reduce_across_outputs(const Node& node, const NodePlan& plan, const std::vector<Operand>& operands,
+                             const std::vector<int64_t>& static_extents) {
+    const Buffer& out = buffers_[node.id];
+    const int64_t outputs = product(out.sizes);
+    const Program& program = *plan.body;
+    uint8_t active[kLanes];
+    EvalContext ctx{&operands, &symbols_, nullptr};
+    Registers regs(program);
+    initialize_constants(program, regs, ctx);
+    const auto loop_vars = variable_registers(program, ExprOp::LoopVar);
+    const auto reduce_vars = variable_registers(program, ExprOp::ReduceVar);
+    const Instr& result = program.code()[program.result()];
+
+    std::optional<Registers> extent_regs;
+    std::vector<std::pair<int, int>> extent_loop_vars;
+    if (plan.extents) {
+      extent_regs.emplace(*plan.extents);
+      initialize_constants(*plan.extents, *extent_regs, EvalContext{&operands, &symbols_, nullptr});
+      extent_loop_vars = variable_registers(*plan.extents, ExprOp::LoopVar);
+    }
+    const int64_t static_total = plan.extents ? 0 : product(static_extents);
+    IndexCounter counter(out.sizes);
+    std::vector<Accumulator> acc(kLanes, Accumulator{node.reduce_op, is_floating(node.dtype)});
+    int64_t extent[kLanes];
+    for (int64_t start = 0; start < outputs; start += kLanes) {
+      const int n = static_cast<int>(std::min<int64_t>(kLanes, outputs - start));
+      IndexCounter extent_counter = counter;
+      fill_loop_vars(loop_vars, regs, counter, n);
+      int64_t longest = static_total;
+      if (plan.extents) {
+        fill_loop_vars(extent_loop_vars, *extent_regs, extent_counter, n);
+        evaluate_program(*plan.extents, *extent_regs, n, EvalContext{&operands, &symbols_, nullptr});
+        const int64_t* values = extent_regs->i64(plan.extents->result());
+        longest = 0;
+        for (int i = 0; i < n; ++i) {
+          extent[i] = values[i];
+          longest = std::max(longest, values[i]);
+        }
+      }
+      for (int i = 0; i < n; ++i) acc[i].reset();
+      for (int64_t r = 0; r < longest; ++r) {
+        for (int i = 0; i < n; ++i) {
+          if (plan.extents) {
+            active[i] = r < extent[i];
+            for (const auto& [reg, axis] : reduce_vars) regs.i64(reg)[i] = r;
+          } else {
+            set_reduce_vars(reduce_vars, regs, static_extents, r, i);
+          }
+        }
+        ctx.active = plan.extents ? active : nullptr;
+        evaluate_program(program, regs, n, ctx);
+        for (int i = 0; i < n; ++i) {
+          if (!plan.extents || active[i]) accumulate_lane(acc[i], result, regs, program.result(), i);
+        }
+      }
+      for (int i = 0; i < n; ++i) store_scalar(node.dtype, destination(node), start + i, acc[i]);
+    }
+  }
+
+  // The operand as a strided [batch, rows, cols] matrix (a virtual view is resolved by strides).
+  MatrixView matrix_operand(NodeId id, size_t rank) {
+    const NodePlan& plan = ex_.plans_[id];
+    const void* data;
+    std::vector<int64_t> strides;
+    if (plan.placement == Placement::VirtualView) {
+      const Buffer& base = buffers_[plan.view->base];
+      const size_t out_rank = graph_.node(id).rank();
+      strides.assign(out_rank, 0);
+      int64_t offset = 0;
+      for (size_t d = 0; d < base.strides.size(); ++d) {
+        offset += evaluate(plan.view->offset[d], symbols_) * base.strides[d];
+        for (size_t j = 0; j < out_rank; ++j) {
+          strides[j] += evaluate(plan.view->coefficients[d][j], symbols_) * base.strides[d];
+        }
+      }
+      data = static_cast<const uint8_t*>(base.data) + offset * static_cast<int64_t>(dtype_size(base.dtype));
+    } else {
+      data = buffers_[id].data;
+      strides = buffers_[id].strides;
+    }
+    MatrixView view;
+    view.data = data;
+    view.batch_stride = rank == 3 ? strides[0] : 0;
+    view.row_stride = strides[rank - 2];
+    view.col_stride = strides[rank - 1];
+    return view;
+  }
+
+  void run_matmul(const Node& node) {
+    const std::vector<int64_t>& sizes = buffers_[node.id].sizes;
+    const size_t rank = sizes.size();
+    const std::vector<int64_t> a_sizes = evaluate(graph_.node(node.inputs[0]).shape, symbols_);
+    const int64_t batch = rank == 3 ? sizes[0] : 1;
+    gemm(node.dtype, batch, sizes[rank - 2], sizes[rank - 1], a_sizes[rank - 1], matrix_operand(node.inputs[0], rank),
+         matrix_operand(node.inputs[1], rank), destination(node));
+  }
+
+  const Executor& ex_;
+  const ir::Graph& graph_;
+  const std::vector<TensorView>& inputs_;
+  const std::vector<TensorView>& outputs_;
+  const SymbolValues& symbols_;
+  std::vector<Buffer> buffers_;
+};
+
+void Executor::run(const std::vector<TensorView>& inputs, const std::vector<TensorView>& outputs,
+                   const SymbolValues& symbols) const {
+  Run(*this, inputs, outputs, symbols).execute();
+}
+
+}  // namespace luminal::runtime::cpu

@@ -1,0 +1,497 @@
+#include "runtime/cpu/interpreter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <unordered_map>
+
+#include "common/error.h"
+#include "common/half.h"
+
+namespace luminal::runtime::cpu {
+
+using ir::Expr;
+using ir::ExprOp;
+
+Lane lane_of(DType dtype) {
+  switch (dtype) {
+    case DType::F16:
+    case DType::BF16:
+    case DType::F32: return Lane::F32;
+    case DType::F64: return Lane::F64;
+    default: return Lane::I64;
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Compilation
+// ------------------------------------------------------------------------------------------------
+Program::Program(const Expr& root, std::string origin) : Program(std::vector<Expr>{root}, std::move(origin)) {}
+
+Program::Program(const std::vector<Expr>& roots, std::string origin) : origin_(std::move(origin)) {
+  std::unordered_map<Expr, int, ir::ExprHash, ir::ExprEqual> memo;
+  std::function<int(const Expr&)> emit = [&](const Expr& e) -> int {
+    if (auto it = memo.find(e); it != memo.end()) return it->second;
+    Instr in;
+    in.op = e->op;
+    in.dtype = e->dtype;
+    in.lane = lane_of(e->dtype);
+    switch (e->op) {
+      case ExprOp::Const:
+        in.int_value = e->int_value;
+        in.float_value = e->float_value;
+        break;
+      case ExprOp::Symbol: in.symbol = e->symbol; break;
+      case ExprOp::LoopVar:
+        in.slot = e->index;
+        if (!uses_loop_var(e->index)) loop_axes_.push_back(e->index);
+        break;
+      case ExprOp::ReduceVar:
+        in.slot = e->index;
+        uses_reduce_var_ = true;
+        break;
+      case ExprOp::Load:
+        in.slot = e->index;
+        for (size_t d = 0; d < e->load_rank(); ++d) in.index.push_back(emit(e->args[d]));
+        if (e->masked) in.mask = emit(e->mask());
+        break;
+      case ExprOp::CheckIndex:
+        in.a = emit(e->args[0]);
+        in.b = emit(e->args[1]);
+        if (e->masked) in.mask = emit(e->args[2]);
+        break;
+      default:
+        if (!e->args.empty()) in.a = emit(e->args[0]);
+        if (e->args.size() > 1) in.b = emit(e->args[1]);
+        if (e->args.size() > 2) in.c = emit(e->args[2]);
+        break;
+    }
+    code_.push_back(std::move(in));
+    const int reg = static_cast<int>(code_.size()) - 1;
+    memo.emplace(e, reg);
+    return reg;
+  };
+  for (const Expr& root : roots) results_.push_back(emit(root));
+}
+
+bool Program::uses_loop_var(int axis) const {
+  return std::find(loop_axes_.begin(), loop_axes_.end(), axis) != loop_axes_.end();
+}
+
+Registers::Registers(const Program& program) : storage_(program.code().size() * static_cast<size_t>(kLanes), 0) {}
+
+namespace {
+
+// ------------------------------------------------------------------------------------------------
+// Lane helpers
+// ------------------------------------------------------------------------------------------------
+template <typename T, typename F>
+void map1(const T* a, T* out, int n, F f) {
+  for (int i = 0; i < n; ++i) out[i] = f(a[i]);
+}
+
+template <typename T, typename F>
+void map2(const T* a, const T* b, T* out, int n, F f) {
+  for (int i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+}
+
+int64_t wrap_add(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
+int64_t wrap_sub(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
+int64_t wrap_mul(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
+
+// Float -> int64 without undefined behaviour: NaN and out-of-range values give INT64_MIN, which
+// is what the x86 conversion instruction (and therefore eager torch) produces.
+template <typename F>
+int64_t float_to_int(F value) {
+  constexpr F kLimit = static_cast<F>(9223372036854775808.0);  // 2^63
+  if (!(value > -kLimit && value < kLimit)) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(value);
+}
+
+template <typename T>
+T nan_max(T a, T b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a > b ? a : b;
+}
+
+template <typename T>
+T nan_min(T a, T b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a < b ? a : b;
+}
+
+// torch.remainder for floating point: the result has the divisor's sign.
+template <typename T>
+T float_mod(T a, T b) {
+  T m = std::fmod(a, b);
+  if (m != 0 && ((b < 0) != (m < 0))) m += b;
+  return m;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Instruction kernels
+// ------------------------------------------------------------------------------------------------
+template <typename T>
+void unary_float(ExprOp op, const T* a, T* out, int n) {
+  switch (op) {
+    case ExprOp::Neg: map1(a, out, n, [](T x) { return -x; }); break;
+    case ExprOp::Abs: map1(a, out, n, [](T x) { return std::fabs(x); }); break;
+    case ExprOp::Relu: map1(a, out, n, [](T x) { return x < T(0) ? T(0) : x; }); break;  // keeps NaN
+    case ExprOp::Sigmoid: map1(a, out, n, [](T x) { return T(1) / (T(1) + std::exp(-x)); }); break;
+    case ExprOp::Tanh: map1(a, out, n, [](T x) { return std::tanh(x); }); break;
+    case ExprOp::Exp: map1(a, out, n, [](T x) { return std::exp(x); }); break;
+    case ExprOp::Log: map1(a, out, n, [](T x) { return std::log(x); }); break;
+    case ExprOp::Sqrt: map1(a, out, n, [](T x) { return std::sqrt(x); }); break;
+    case ExprOp::Rsqrt: map1(a, out, n, [](T x) { return T(1) / std::sqrt(x); }); break;
+    case ExprOp::Recip: map1(a, out, n, [](T x) { return T(1) / x; }); break;
+    case ExprOp::Sin: map1(a, out, n, [](T x) { return std::sin(x); }); break;
+    case ExprOp::Cos: map1(a, out, n, [](T x) { return std::cos(x); }); break;
+    case ExprOp::Erf: map1(a, out, n, [](T x) { return std::erf(x); }); break;
+    case ExprOp::Floor: map1(a, out, n, [](T x) { return std::floor(x); }); break;
+    case ExprOp::Ceil: map1(a, out, n, [](T x) { return std::ceil(x); }); break;
+    case ExprOp::Trunc: map1(a, out, n, [](T x) { return std::trunc(x); }); break;
+    case ExprOp::Round: map1(a, out, n, [](T x) { return std::nearbyint(x); }); break;
+    case ExprOp::Sign:
+      map1(a, out, n, [](T x) { return x != x ? x : static_cast<T>((T(0) < x) - (x < T(0))); });
+      break;
+    default: fail("internal error: unary op ", ir::expr_op_name(op), " on floating lanes");
+  }
+}
+
+void unary_int(ExprOp op, const int64_t* a, int64_t* out, int n, DType dtype) {
+  switch (op) {
+    case ExprOp::Neg: map1(a, out, n, [](int64_t x) { return wrap_sub(0, x); }); break;
+    case ExprOp::Abs: map1(a, out, n, [](int64_t x) { return x < 0 ? wrap_sub(0, x) : x; }); break;
+    case ExprOp::Relu: map1(a, out, n, [](int64_t x) { return x < 0 ? int64_t{0} : x; }); break;
+    case ExprOp::Sign: map1(a, out, n, [](int64_t x) { return static_cast<int64_t>((0 < x) - (x < 0)); }); break;
+    case ExprOp::Not: map1(a, out, n, [](int64_t x) { return static_cast<int64_t>(x == 0); }); break;
+    case ExprOp::BitNot:
+      if (dtype == DType::Bool) {
+        map1(a, out, n, [](int64_t x) { return static_cast<int64_t>(x == 0); });
+      } else {
+        map1(a, out, n, [](int64_t x) { return ~x; });
+      }
+      break;
+    case ExprOp::Floor:
+    case ExprOp::Ceil:
+    case ExprOp::Trunc:
+    case ExprOp::Round: map1(a, out, n, [](int64_t x) { return x; }); break;
+    default: fail("internal error: unary op ", ir::expr_op_name(op), " on integer lanes");
+  }
+}
+
+template <typename T>
+void binary_float(ExprOp op, const T* a, const T* b, T* out, int n) {
+  switch (op) {
+    case ExprOp::Add: map2(a, b, out, n, [](T x, T y) { return x + y; }); break;
+    case ExprOp::Sub: map2(a, b, out, n, [](T x, T y) { return x - y; }); break;
+    case ExprOp::Mul: map2(a, b, out, n, [](T x, T y) { return x * y; }); break;
+    case ExprOp::Div: map2(a, b, out, n, [](T x, T y) { return x / y; }); break;
+    case ExprOp::Pow: map2(a, b, out, n, [](T x, T y) { return std::pow(x, y); }); break;
+    case ExprOp::Max: map2(a, b, out, n, [](T x, T y) { return nan_max(x, y); }); break;
+    case ExprOp::Min: map2(a, b, out, n, [](T x, T y) { return nan_min(x, y); }); break;
+    case ExprOp::FloorDiv: map2(a, b, out, n, [](T x, T y) { return std::floor(x / y); }); break;
+    case ExprOp::Mod: map2(a, b, out, n, [](T x, T y) { return float_mod(x, y); }); break;
+    default: fail("internal error: binary op ", ir::expr_op_name(op), " on floating lanes");
+  }
+}
+
+void binary_int(ExprOp op, const int64_t* a, const int64_t* b, int64_t* out, int n, const std::string& origin) {
+  auto check_divisor = [&] {
+    for (int i = 0; i < n; ++i) {
+      if (b[i] == 0) fail("integer division by zero in ", origin);
+    }
+  };
+  switch (op) {
+    case ExprOp::Add: map2(a, b, out, n, wrap_add); break;
+    case ExprOp::Sub: map2(a, b, out, n, wrap_sub); break;
+    case ExprOp::Mul: map2(a, b, out, n, wrap_mul); break;
+    case ExprOp::FloorDiv:
+      check_divisor();
+      map2(a, b, out, n, [](int64_t x, int64_t y) {
+        if (y == -1) return wrap_sub(0, x);  // avoids INT64_MIN / -1 overflow
+        const int64_t q = x / y;
+        return (x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;
+      });
+      break;
+    case ExprOp::Mod:
+      check_divisor();
+      map2(a, b, out, n, [](int64_t x, int64_t y) {
+        if (y == -1) return int64_t{0};
+        const int64_t r = x % y;
+        return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
+      });
+      break;
+    case ExprOp::Max: map2(a, b, out, n, [](int64_t x, int64_t y) { return std::max(x, y); }); break;
+    case ExprOp::Min: map2(a, b, out, n, [](int64_t x, int64_t y) { return std::min(x, y); }); break;
+    case ExprOp::BitAnd: map2(a, b, out, n, [](int64_t x, int64_t y) { return x & y; }); break;
+    case ExprOp::BitOr: map2(a, b, out, n, [](int64_t x, int64_t y) { return x | y; }); break;
+    case ExprOp::BitXor: map2(a, b, out, n, [](int64_t x, int64_t y) { return x ^ y; }); break;
+    case ExprOp::And: map2(a, b, out, n, [](int64_t x, int64_t y) { return static_cast<int64_t>(x && y); }); break;
+    case ExprOp::Or: map2(a, b, out, n, [](int64_t x, int64_t y) { return static_cast<int64_t>(x || y); }); break;
+    default: fail("internal error: binary op ", ir::expr_op_name(op), " on integer lanes");
+  }
+}
+
+template <typename T>
+void compare(ExprOp op, const T* a, const T* b, int64_t* out, int n) {
+  for (int i = 0; i < n; ++i) {
+    bool r = false;
+    switch (op) {
+      case ExprOp::Eq: r = a[i] == b[i]; break;
+      case ExprOp::Ne: r = a[i] != b[i]; break;
+      case ExprOp::Lt: r = a[i] < b[i]; break;
+      case ExprOp::Le: r = a[i] <= b[i]; break;
+      case ExprOp::Gt: r = a[i] > b[i]; break;
+      case ExprOp::Ge: r = a[i] >= b[i]; break;
+      default: break;
+    }
+    out[i] = r;
+  }
+}
+
+template <typename T>
+void select(const int64_t* cond, const T* a, const T* b, T* out, int n) {
+  for (int i = 0; i < n; ++i) out[i] = cond[i] ? a[i] : b[i];
+}
+
+void eval_cast(const Instr& in, const Instr& src, Registers& regs, int out_reg, int n) {
+  const int a = in.a;
+  const bool to_bool = in.dtype == DType::Bool;
+  switch (src.lane) {
+    case Lane::F32: {
+      const float* x = regs.f32(a);
+      if (in.lane == Lane::F32) {
+        std::copy(x, x + n, regs.f32(out_reg));
+      } else if (in.lane == Lane::F64) {
+        std::transform(x, x + n, regs.f64(out_reg), [](float v) { return static_cast<double>(v); });
+      } else {
+        int64_t* out = regs.i64(out_reg);
+        for (int i = 0; i < n; ++i) out[i] = to_bool ? static_cast<int64_t>(x[i] != 0.0f) : float_to_int(x[i]);
+      }
+      break;
+    }
+    case Lane::F64: {
+      const double* x = regs.f64(a);
+      if (in.lane == Lane::F32) {
+        std::transform(x, x + n, regs.f32(out_reg), [](double v) { return static_cast<float>(v); });
+      } else if (in.lane == Lane::F64) {
+        std::copy(x, x + n, regs.f64(out_reg));
+      } else {
+        int64_t* out = regs.i64(out_reg);
+        for (int i = 0; i < n; ++i) out[i] = to_bool ? static_cast<int64_t>(x[i] != 0.0) : float_to_int(x[i]);
+      }
+      break;
+    }
+    case Lane::I64: {
+      const int64_t* x = regs.i64(a);
+      if (in.lane == Lane::F32) {
+        std::transform(x, x + n, regs.f32(out_reg), [](int64_t v) { return static_cast<float>(v); });
+      } else if (in.lane == Lane::F64) {
+        std::transform(x, x + n, regs.f64(out_reg), [](int64_t v) { return static_cast<double>(v); });
+      } else {
+        std::copy(x, x + n, regs.i64(out_reg));
+      }
+      break;
+    }
+  }
+}
+
+template <typename Lanes>
+void read_elements(const void* base, DType dtype, const int64_t* offsets, const uint8_t* valid, Lanes* out, int n) {
+  auto read = [&](auto typed, auto convert) {
+    for (int i = 0; i < n; ++i) out[i] = valid[i] ? convert(typed[offsets[i]]) : Lanes(0);
+  };
+  auto same = [](auto v) { return static_cast<Lanes>(v); };
+  switch (dtype) {
+    case DType::Bool:
+      read(static_cast<const uint8_t*>(base), [](uint8_t v) { return static_cast<Lanes>(v != 0); });
+      break;
+    case DType::U8: read(static_cast<const uint8_t*>(base), same); break;
+    case DType::I8: read(static_cast<const int8_t*>(base), same); break;
+    case DType::I16: read(static_cast<const int16_t*>(base), same); break;
+    case DType::I32: read(static_cast<const int32_t*>(base), same); break;
+    case DType::I64: read(static_cast<const int64_t*>(base), same); break;
+    case DType::F16:
+      read(static_cast<const uint16_t*>(base), [](uint16_t v) { return static_cast<Lanes>(half_bits_to_float(v)); });
+      break;
+    case DType::BF16:
+      read(static_cast<const uint16_t*>(base), [](uint16_t v) { return static_cast<Lanes>(bf16_bits_to_float(v)); });
+      break;
+    case DType::F32: read(static_cast<const float*>(base), same); break;
+    case DType::F64: read(static_cast<const double*>(base), same); break;
+  }
+}
+
+void eval_load(const Instr& in, Registers& regs, int out_reg, int n, const EvalContext& ctx,
+               const std::string& origin) {
+  LUMINAL_CHECK(ctx.operands && static_cast<size_t>(in.slot) < ctx.operands->size(), "internal error in ", origin,
+                ": load from unbound slot ", in.slot);
+  const Operand& operand = (*ctx.operands)[in.slot];
+  LUMINAL_CHECK(operand.dtype == in.dtype && operand.strides.size() == in.index.size(), "internal error in ", origin,
+                ": load", in.slot, " does not match its operand");
+  int64_t offsets[kLanes];
+  uint8_t valid[kLanes];
+  const int64_t* mask = in.mask >= 0 ? regs.i64(in.mask) : nullptr;
+  for (int i = 0; i < n; ++i) {
+    valid[i] = (!mask || mask[i]) && (!ctx.active || ctx.active[i]);
+    offsets[i] = 0;
+  }
+  for (size_t d = 0; d < in.index.size(); ++d) {
+    const int64_t* index = regs.i64(in.index[d]);
+    const int64_t stride = operand.strides[d];
+    const int64_t size = operand.sizes[d];
+    for (int i = 0; i < n; ++i) {
+      if (!valid[i]) continue;
+      // Defense in depth: lowering must never produce an out-of-range read.
+      if (index[i] < 0 || index[i] >= size) {
+        fail("internal error in ", origin, ": load", in.slot, " dimension ", d, " index ", index[i],
+             " is outside [0, ", size, ")");
+      }
+      offsets[i] += index[i] * stride;
+    }
+  }
+  switch (in.lane) {
+    case Lane::F32: read_elements(operand.data, operand.dtype, offsets, valid, regs.f32(out_reg), n); break;
+    case Lane::F64: read_elements(operand.data, operand.dtype, offsets, valid, regs.f64(out_reg), n); break;
+    case Lane::I64: read_elements(operand.data, operand.dtype, offsets, valid, regs.i64(out_reg), n); break;
+  }
+}
+
+void eval_check_index(const Instr& in, Registers& regs, int out_reg, int n, const EvalContext& ctx,
+                      const std::string& origin) {
+  const int64_t* index = regs.i64(in.a);
+  const int64_t* bound = regs.i64(in.b);
+  const int64_t* mask = in.mask >= 0 ? regs.i64(in.mask) : nullptr;
+  int64_t* out = regs.i64(out_reg);
+  for (int i = 0; i < n; ++i) {
+    const bool live = (!mask || mask[i]) && (!ctx.active || ctx.active[i]);
+    if (live && (index[i] < 0 || index[i] >= bound[i])) {
+      fail("index ", index[i], " is out of bounds for a dimension of size ", bound[i], " in ", origin);
+    }
+    out[i] = live ? index[i] : 0;
+  }
+}
+
+// Rounds or wraps lanes to the instruction's dtype.
+void narrow(const Instr& in, Registers& regs, int reg, int n) {
+  switch (in.dtype) {
+    case DType::F16: map1(regs.f32(reg), regs.f32(reg), n, round_to_half); break;
+    case DType::BF16: map1(regs.f32(reg), regs.f32(reg), n, round_to_bf16); break;
+    case DType::I32: map1(regs.i64(reg), regs.i64(reg), n, [](int64_t v) { return int64_t{static_cast<int32_t>(v)}; }); break;
+    case DType::I16: map1(regs.i64(reg), regs.i64(reg), n, [](int64_t v) { return int64_t{static_cast<int16_t>(v)}; }); break;
+    case DType::I8: map1(regs.i64(reg), regs.i64(reg), n, [](int64_t v) { return int64_t{static_cast<int8_t>(v)}; }); break;
+    case DType::U8: map1(regs.i64(reg), regs.i64(reg), n, [](int64_t v) { return int64_t{static_cast<uint8_t>(v)}; }); break;
+    case DType::Bool: map1(regs.i64(reg), regs.i64(reg), n, [](int64_t v) { return int64_t{v != 0}; }); break;
+    default: break;
+  }
+}
+
+void eval_instruction(const Program& program, size_t r, Registers& regs, int n, const EvalContext& ctx) {
+  const Instr& in = program.code()[r];
+  const int out = static_cast<int>(r);
+  const std::vector<Instr>& code = program.code();
+  switch (in.op) {
+    case ExprOp::Const:
+    case ExprOp::Symbol:
+    case ExprOp::LoopVar:
+    case ExprOp::ReduceVar: return;  // filled by the caller
+    case ExprOp::Load: eval_load(in, regs, out, n, ctx, program.origin()); break;
+    case ExprOp::CheckIndex: eval_check_index(in, regs, out, n, ctx, program.origin()); return;
+    case ExprOp::Cast: eval_cast(in, code[in.a], regs, out, n); break;
+    case ExprOp::Where:
+      switch (in.lane) {
+        case Lane::F32: select(regs.i64(in.a), regs.f32(in.b), regs.f32(in.c), regs.f32(out), n); break;
+        case Lane::F64: select(regs.i64(in.a), regs.f64(in.b), regs.f64(in.c), regs.f64(out), n); break;
+        case Lane::I64: select(regs.i64(in.a), regs.i64(in.b), regs.i64(in.c), regs.i64(out), n); break;
+      }
+      return;  // both branches already have this dtype
+    case ExprOp::IsNan: {
+      int64_t* dst = regs.i64(out);
+      if (code[in.a].lane == Lane::F32) {
+        const float* x = regs.f32(in.a);
+        for (int i = 0; i < n; ++i) dst[i] = x[i] != x[i];
+      } else if (code[in.a].lane == Lane::F64) {
+        const double* x = regs.f64(in.a);
+        for (int i = 0; i < n; ++i) dst[i] = x[i] != x[i];
+      } else {
+        std::fill(dst, dst + n, 0);
+      }
+      return;
+    }
+    default:
+      if (ir::is_comparison_op(in.op)) {
+        switch (code[in.a].lane) {
+          case Lane::F32: compare(in.op, regs.f32(in.a), regs.f32(in.b), regs.i64(out), n); break;
+          case Lane::F64: compare(in.op, regs.f64(in.a), regs.f64(in.b), regs.i64(out), n); break;
+          case Lane::I64: compare(in.op, regs.i64(in.a), regs.i64(in.b), regs.i64(out), n); break;
+        }
+        return;
+      }
+      if (in.b < 0) {
+        switch (in.lane) {
+          case Lane::F32: unary_float(in.op, regs.f32(in.a), regs.f32(out), n); break;
+          case Lane::F64: unary_float(in.op, regs.f64(in.a), regs.f64(out), n); break;
+          case Lane::I64: unary_int(in.op, regs.i64(in.a), regs.i64(out), n, in.dtype); break;
+        }
+      } else {
+        switch (in.lane) {
+          case Lane::F32: binary_float(in.op, regs.f32(in.a), regs.f32(in.b), regs.f32(out), n); break;
+          case Lane::F64: binary_float(in.op, regs.f64(in.a), regs.f64(in.b), regs.f64(out), n); break;
+          case Lane::I64: binary_int(in.op, regs.i64(in.a), regs.i64(in.b), regs.i64(out), n, program.origin()); break;
+        }
+      }
+      break;
+  }
+  narrow(in, regs, out, n);
+}
+
+}  // namespace
+
+void initialize_constants(const Program& program, Registers& regs, const EvalContext& ctx) {
+  const std::vector<Instr>& code = program.code();
+  for (size_t r = 0; r < code.size(); ++r) {
+    const Instr& in = code[r];
+    const int reg = static_cast<int>(r);
+    if (in.op == ExprOp::Const) {
+      switch (in.lane) {
+        case Lane::F32: std::fill(regs.f32(reg), regs.f32(reg) + kLanes, static_cast<float>(in.float_value)); break;
+        case Lane::F64: std::fill(regs.f64(reg), regs.f64(reg) + kLanes, in.float_value); break;
+        case Lane::I64: std::fill(regs.i64(reg), regs.i64(reg) + kLanes, in.int_value); break;
+      }
+      narrow(in, regs, reg, kLanes);
+    } else if (in.op == ExprOp::Symbol) {
+      LUMINAL_CHECK(ctx.symbols != nullptr, "internal error: symbols not bound for ", program.origin());
+      const auto it = ctx.symbols->find(in.symbol);
+      LUMINAL_CHECK(it != ctx.symbols->end(), "shape symbol '", in.symbol, "' has no value in ", program.origin());
+      std::fill(regs.i64(reg), regs.i64(reg) + kLanes, it->second);
+    }
+  }
+}
+
+void evaluate_program(const Program& program, Registers& regs, int n, const EvalContext& ctx) {
+  for (size_t r = 0; r < program.code().size(); ++r) eval_instruction(program, r, regs, n, ctx);
+}
+
+void store_lanes(const Instr& instr, Registers& regs, int reg, int n, void* out, int64_t offset) {
+  auto write = [&](auto* dst, auto convert) {
+    for (int i = 0; i < n; ++i) dst[offset + i] = convert(i);
+  };
+  switch (instr.dtype) {
+    case DType::Bool: write(static_cast<uint8_t*>(out), [&](int i) { return static_cast<uint8_t>(regs.i64(reg)[i] != 0); }); break;
+    case DType::U8: write(static_cast<uint8_t*>(out), [&](int i) { return static_cast<uint8_t>(regs.i64(reg)[i]); }); break;
+    case DType::I8: write(static_cast<int8_t*>(out), [&](int i) { return static_cast<int8_t>(regs.i64(reg)[i]); }); break;
+    case DType::I16: write(static_cast<int16_t*>(out), [&](int i) { return static_cast<int16_t>(regs.i64(reg)[i]); }); break;
+    case DType::I32: write(static_cast<int32_t*>(out), [&](int i) { return static_cast<int32_t>(regs.i64(reg)[i]); }); break;
+    case DType::I64: write(static_cast<int64_t*>(out), [&](int i) { return regs.i64(reg)[i]; }); break;
+    case DType::F16: write(static_cast<uint16_t*>(out), [&](int i) { return float_to_half_bits(regs.f32(reg)[i]); }); break;
+    case DType::BF16: write(static_cast<uint16_t*>(out), [&](int i) { return float_to_bf16_bits(regs.f32(reg)[i]); }); break;
+    case DType::F32: write(static_cast<float*>(out), [&](int i) { return regs.f32(reg)[i]; }); break;
+    case DType::F64: write(static_cast<double*>(out), [&](int i) { return regs.f64(reg)[i]; }); break;
+  }
+}
+
+}  // namespace luminal::runtime::cpu

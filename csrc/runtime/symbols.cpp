@@ -1,0 +1,96 @@
+#include "runtime/symbols.h"
+
+#include "common/error.h"
+
+namespace luminal::runtime {
+
+using ir::Expr;
+using ir::ExprOp;
+
+namespace {
+
+int64_t floordiv(int64_t a, int64_t b) {
+  LUMINAL_CHECK(b != 0, "division by zero in a shape expression");
+  const int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+std::string expected_shape(const ir::Node& node) { return ir::shape_to_string(node.shape); }
+
+}  // namespace
+
+int64_t evaluate(const Expr& e, const SymbolValues& symbols) {
+  switch (e->op) {
+    case ExprOp::Const: return e->int_value;
+    case ExprOp::Symbol: {
+      const auto it = symbols.find(e->symbol);
+      LUMINAL_CHECK(it != symbols.end(), "shape symbol '", e->symbol, "' has no value (it is not the size of any input dimension)");
+      return it->second;
+    }
+    case ExprOp::Add: return evaluate(e->args[0], symbols) + evaluate(e->args[1], symbols);
+    case ExprOp::Sub: return evaluate(e->args[0], symbols) - evaluate(e->args[1], symbols);
+    case ExprOp::Mul: return evaluate(e->args[0], symbols) * evaluate(e->args[1], symbols);
+    case ExprOp::FloorDiv: return floordiv(evaluate(e->args[0], symbols), evaluate(e->args[1], symbols));
+    case ExprOp::Mod: {
+      const int64_t a = evaluate(e->args[0], symbols), b = evaluate(e->args[1], symbols);
+      return a - floordiv(a, b) * b;
+    }
+    case ExprOp::Max: return std::max(evaluate(e->args[0], symbols), evaluate(e->args[1], symbols));
+    case ExprOp::Min: return std::min(evaluate(e->args[0], symbols), evaluate(e->args[1], symbols));
+    default: fail("cannot evaluate shape expression ", ir::to_string(e));
+  }
+}
+
+std::vector<int64_t> evaluate(const ir::Shape& shape, const SymbolValues& symbols) {
+  std::vector<int64_t> out;
+  out.reserve(shape.size());
+  for (const Expr& dim : shape) out.push_back(evaluate(dim, symbols));
+  return out;
+}
+
+SymbolValues bind_inputs(const ir::Graph& graph, const std::vector<TensorView>& inputs) {
+  LUMINAL_CHECK(inputs.size() == graph.inputs.size(), "expected ", graph.inputs.size(), " tensor inputs, got ",
+                inputs.size());
+  SymbolValues symbols;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const ir::Node& node = graph.node(graph.inputs[k]);
+    const TensorView& view = inputs[k];
+    LUMINAL_CHECK(view.dtype == node.dtype, "input #", k, " '", node.name, "' must be ", dtype_name(node.dtype),
+                  expected_shape(node), ", got ", describe(view));
+    LUMINAL_CHECK(view.sizes.size() == node.rank() && view.strides.size() == node.rank(), "input #", k, " '",
+                  node.name, "' must have rank ", node.rank(), " ", expected_shape(node), ", got ", describe(view));
+    for (size_t d = 0; d < node.rank(); ++d) {
+      const Expr& dim = node.shape[d];
+      if (dim->op != ExprOp::Symbol) continue;
+      const auto [it, inserted] = symbols.emplace(dim->symbol, view.sizes[d]);
+      LUMINAL_CHECK(inserted || it->second == view.sizes[d], "input #", k, " '", node.name, "' dimension ", d,
+                    " is ", view.sizes[d], " but symbol ", dim->symbol, " was bound to ", it->second,
+                    " by an earlier input");
+    }
+  }
+  for (const auto& [name, info] : graph.symbols) {
+    const auto it = symbols.find(name);
+    if (it == symbols.end()) continue;  // not derivable from inputs; only an error if used
+    LUMINAL_CHECK(it->second >= info.min && (!info.max || it->second <= *info.max), "shape symbol ", name, " = ",
+                  it->second, " is outside the range [", info.min, ", ", info.max ? std::to_string(*info.max) : "inf",
+                  "] this graph was compiled for");
+  }
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const ir::Node& node = graph.node(graph.inputs[k]);
+    const std::vector<int64_t> expected = evaluate(node.shape, symbols);
+    LUMINAL_CHECK(expected == inputs[k].sizes, "input #", k, " '", node.name, "' must have shape ",
+                  expected_shape(node), ", got ", describe(inputs[k]));
+    for (size_t d = 0; d < node.rank(); ++d) {
+      LUMINAL_CHECK(inputs[k].sizes[d] <= 1 || inputs[k].strides[d] >= 0, "input #", k, " '", node.name,
+                    "' has a negative stride, which is not supported");
+    }
+  }
+  for (const ir::ShapeAssertion& assertion : graph.shape_assertions) {
+    const int64_t lhs = evaluate(assertion.lhs, symbols), rhs = evaluate(assertion.rhs, symbols);
+    LUMINAL_CHECK(lhs == rhs, assertion.what, ": ", ir::to_string(assertion.lhs), " = ", lhs, " but ",
+                  ir::to_string(assertion.rhs), " = ", rhs);
+  }
+  return symbols;
+}
+
+}  // namespace luminal::runtime

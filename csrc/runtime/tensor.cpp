@@ -1,0 +1,48 @@
+#include "runtime/tensor.h"
+
+#include "common/error.h"
+
+namespace luminal::runtime {
+
+std::string device_name(const Device& device) {
+  return device.type == DeviceType::CPU ? std::string("cpu") : str_cat("cuda:", device.index);
+}
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+bool TensorView::is_contiguous() const {
+  int64_t expected = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    if (sizes[d] != 1 && strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> strides(sizes.size(), 1);
+  for (size_t d = sizes.size(); d-- > 1;) strides[d - 1] = strides[d] * sizes[d];
+  return strides;
+}
+
+namespace {
+
+std::string list(const std::vector<int64_t>& values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+std::string describe(const TensorView& view) {
+  std::string out = str_cat(dtype_name(view.dtype), list(view.sizes), " (", device_name(view.device));
+  if (!view.is_contiguous()) out += ", strides " + list(view.strides);
+  return out + ")";
+}
+
+}  // namespace luminal::runtime

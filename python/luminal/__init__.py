@@ -1,0 +1,21 @@
+"""luminal: a torch.compile backend with a C++ core.
+
+    compiled = torch.compile(model, backend="luminal")
+
+The backend exports the Dynamo graph with torch.export, decomposes it to Core ATen, serializes the
+PT2 archive in memory and hands it to the C++ core, which translates it to its own IR, optimizes
+and runs it. Parameters are passed by pointer on every call; they are never copied or serialized.
+"""
+
+from luminal._C import LuminalError
+from luminal.backend import CompiledFunction, compile_count, luminal_backend, reset_compile_count
+from luminal.pt2 import load
+
+__all__ = [
+    "CompiledFunction",
+    "LuminalError",
+    "compile_count",
+    "load",
+    "luminal_backend",
+    "reset_compile_count",
+]

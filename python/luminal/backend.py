@@ -1,0 +1,259 @@
+"""The torch.compile backend: Dynamo graph -> torch.export -> PT2 bytes -> C++ core."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+import io
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torch.export import Dim
+
+from luminal import _C
+from luminal._C import LuminalError
+
+_KNOWN_OPTIONS: frozenset[str] = frozenset()
+
+_state_lock = threading.Lock()
+_compiles = 0
+_export_scope = threading.local()
+
+
+def compile_count() -> int:
+    """Number of graphs compiled by the luminal backend in this process."""
+    return _compiles
+
+
+def reset_compile_count() -> None:
+    global _compiles
+    with _state_lock:
+        _compiles = 0
+
+
+@dataclass(frozen=True)
+class ExportedGraph:
+    """A Dynamo graph exported to a PT2 archive, and how to call it."""
+
+    archive: bytes
+    tensor_positions: tuple[int, ...]  # positions of tensor arguments among the call's arguments
+    input_roles: tuple[str, ...]  # "user", "parameter" or "buffer", per tensor argument
+    out_spec: pytree.TreeSpec | None  # structure of the graph's outputs
+
+
+class CompiledFunction:
+    """What the backend returns to Dynamo: one C++ call per invocation."""
+
+    def __init__(self, graph: Any, exported: ExportedGraph) -> None:
+        self._graph = graph
+        self._positions = exported.tensor_positions
+        self._out_spec = exported.out_spec
+
+    def __call__(self, *args: Any) -> Any:
+        outputs = self._graph.run([args[i] for i in self._positions])
+        if self._out_spec is None:
+            return outputs
+        return pytree.tree_unflatten(outputs, self._out_spec)
+
+    def ir(self, optimized: bool = True) -> str:
+        """The compiled graph's IR as text (before optimization with optimized=False)."""
+        return self._graph.ir(optimized)
+
+    def stats(self) -> dict[str, Any]:
+        return self._graph.stats()
+
+
+def luminal_backend(
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    options: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> CompiledFunction:
+    """Dynamo backend entry point: ``torch.compile(model, backend=luminal_backend)``."""
+    global _compiles
+    settings = {**(options or {}), **kwargs}
+    unknown = sorted(set(settings) - _KNOWN_OPTIONS)
+    if unknown:
+        raise LuminalError(f"unknown luminal option(s) {unknown}; known options: {sorted(_KNOWN_OPTIONS)}")
+    _require_supported_devices(example_inputs)
+    exported = export_graph(gm, example_inputs)
+    graph = _C.compile(exported.archive, list(exported.input_roles))
+    with _state_lock:
+        _compiles += 1
+    return CompiledFunction(graph, exported)
+
+
+def _require_supported_devices(example_inputs: Sequence[Any]) -> None:
+    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
+    unsupported = devices - {"cpu"}
+    if unsupported:
+        raise LuminalError(
+            f"luminal cannot run graphs on {sorted(unsupported)} tensors yet: this build has the CPU engine only"
+        )
+
+
+# ------------------------------------------------------------------------------------------------
+# Export
+# ------------------------------------------------------------------------------------------------
+def export_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> ExportedGraph:
+    """Exports a Dynamo graph to an in-memory PT2 archive (no weights, no sample inputs inside)."""
+    gm = copy.deepcopy(gm)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(example_inputs):
+        raise LuminalError(f"graph has {len(placeholders)} inputs but {len(example_inputs)} example inputs")
+
+    tensor_positions: list[int] = []
+    roles: list[str] = []
+    symbolic: list[tuple[torch.fx.Node, Any]] = []
+    for position, (node, value) in enumerate(zip(placeholders, example_inputs, strict=True)):
+        if isinstance(value, torch.Tensor):
+            tensor_positions.append(position)
+            roles.append(_input_role(value))
+        elif isinstance(value, (int, torch.SymInt)) and not isinstance(value, bool):
+            symbolic.append((node, value))
+        else:
+            raise LuminalError(
+                f"graph input '{node.name}' of type {type(value).__name__} is not supported "
+                "(luminal takes tensors and integer sizes)"
+            )
+    tensor_nodes = [placeholders[i] for i in tensor_positions]
+    _replace_integer_placeholders(gm, tensor_nodes, symbolic)
+
+    args = tuple(example_inputs[i] for i in tensor_positions)
+    dynamic_shapes = _dynamic_shapes(gm, tensor_nodes)
+    with _luminal_export(), torch._guards.tracing(None):
+        exported = torch.export.export(
+            gm,
+            args,
+            dynamic_shapes=dynamic_shapes,
+            strict=False,
+            prefer_deferred_runtime_asserts_over_guards=True,
+        )
+        exported = exported.run_decompositions()
+    return ExportedGraph(
+        archive=_serialize(exported),
+        tensor_positions=tuple(tensor_positions),
+        input_roles=tuple(roles),
+        out_spec=_output_spec(exported),
+    )
+
+
+def _input_role(value: torch.Tensor) -> str:
+    if isinstance(value, torch.nn.Parameter):
+        return "parameter"
+    # Dynamo marks module buffers (and parameters) it passes as graph inputs.
+    if getattr(value, "_dynamo_static_input_type", None) is not None:
+        return "buffer"
+    return "user"
+
+
+def _replace_integer_placeholders(
+    gm: torch.fx.GraphModule, tensor_nodes: list[torch.fx.Node], symbolic: list[tuple[torch.fx.Node, Any]]
+) -> None:
+    """Dynamo passes dynamic sizes as SymInt inputs, which torch.export rejects. Each is the size
+    of some tensor input's dimension, so it becomes ``aten.sym_size.int(tensor, dim)``."""
+    if not symbolic:
+        return
+    sources: dict[Any, tuple[torch.fx.Node, int]] = {}
+    for node in tensor_nodes:
+        example = node.meta.get("example_value")
+        for dim, size in enumerate(getattr(example, "shape", ())):
+            if isinstance(size, torch.SymInt):
+                sources.setdefault(size.node.expr, (node, dim))
+    anchor = tensor_nodes[-1] if tensor_nodes else None
+    for node, value in symbolic:
+        example = node.meta.get("example_value", value)
+        if isinstance(example, int):
+            replacement: Any = example
+        else:
+            source = sources.get(example.node.expr) if isinstance(example, torch.SymInt) else None
+            if source is None:
+                raise LuminalError(
+                    f"dynamic integer input '{node.name}' ({example}) is not the size of any tensor input; "
+                    "luminal derives symbolic sizes from tensor shapes (pass it as a static value)"
+                )
+            with gm.graph.inserting_after(anchor):
+                replacement = gm.graph.call_function(torch.ops.aten.sym_size.int, source)
+        node.replace_all_uses_with(replacement)
+        gm.graph.erase_node(node)
+    gm.graph.lint()
+    gm.recompile()
+
+
+def _dynamic_shapes(gm: torch.fx.GraphModule, tensor_nodes: list[torch.fx.Node]) -> tuple[Any, ...] | None:
+    """Dimensions Dynamo made symbolic stay symbolic (Dim.AUTO) in the export."""
+    shapes: list[dict[int, Any] | None] = []
+    for node in tensor_nodes:
+        example = node.meta.get("example_value")
+        dims = {d: Dim.AUTO for d, s in enumerate(getattr(example, "shape", ())) if isinstance(s, torch.SymInt)}
+        shapes.append(dims or None)
+    if not any(shapes):
+        return None
+    # torch.export matches dynamic_shapes against forward's signature, which for GraphModules is
+    # either the placeholders or a single *args.
+    parameters = list(inspect.signature(gm.forward).parameters.values())
+    if parameters and parameters[0].kind is inspect.Parameter.VAR_POSITIONAL:
+        return (tuple(shapes),)
+    return tuple(shapes)
+
+
+def _serialize(exported: torch.export.ExportedProgram) -> bytes:
+    # The example inputs include the module's parameters: never write them into the archive.
+    exported._example_inputs = None
+    for node in exported.graph.nodes:
+        node.meta.pop("from_node", None)  # provenance chains are large and unused
+    buffer = io.BytesIO()
+    torch.export.save(exported, buffer)
+    return buffer.getvalue()
+
+
+def _output_spec(exported: torch.export.ExportedProgram) -> pytree.TreeSpec | None:
+    for entry in exported.module_call_graph:
+        if entry.fqn == "" and entry.signature is not None:
+            return entry.signature.out_spec
+    return None
+
+
+@contextlib.contextmanager
+def _luminal_export() -> Iterator[None]:
+    """Marks exports done by luminal so that the guards-function hook below applies to them only."""
+    _install_guards_fn_hook()
+    previous = getattr(_export_scope, "active", False)
+    _export_scope.active = True
+    try:
+        yield
+    finally:
+        _export_scope.active = previous
+
+
+_hook_installed = False
+
+
+def _install_guards_fn_hook() -> None:
+    """torch.export's unlift step can insert a `_guards_fn` that closes over Dynamo's locals `L`;
+    re-running the graph outside Dynamo then fails with NameError. Our exports never need those
+    guards (Dynamo already guards the call), so they are disabled for luminal's exports only."""
+    global _hook_installed
+    if _hook_installed:
+        return
+    try:
+        from torch.export import _unlift
+    except ImportError:
+        return
+    original: Callable[[], bool] | None = getattr(_unlift, "_ok_to_generate_guards_fn", None)
+    if original is None:
+        _hook_installed = True
+        return
+
+    def ok_to_generate_guards_fn() -> bool:
+        if getattr(_export_scope, "active", False):
+            return False
+        return original()
+
+    _unlift._ok_to_generate_guards_fn = ok_to_generate_guards_fn
+    _hook_installed = True

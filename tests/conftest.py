@@ -1,0 +1,32 @@
+"""Shared fixtures: every test compares luminal against eager with fresh random inputs."""
+
+from __future__ import annotations
+
+import os
+
+# Poison outputs and intermediates so that elements a kernel fails to write cannot hide.
+os.environ.setdefault("LUMINAL_POISON_OUTPUTS", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import luminal  # noqa: E402
+
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")),
+]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo() -> None:
+    torch._dynamo.reset()
+    luminal.reset_compile_count()
+    torch.manual_seed(0)
+    yield
+    torch._dynamo.reset()

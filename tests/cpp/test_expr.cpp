@@ -1,0 +1,98 @@
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "ir/expr.h"
+#include "ir/simplify.h"
+
+using namespace luminal;
+using namespace luminal::ir;
+
+namespace {
+
+std::string s(const Expr& e) { return to_string(e); }
+
+}  // namespace
+
+TEST(Expr, IntegerArithmeticIsCanonical) {
+  const Expr i0 = loop_var(0), i1 = loop_var(1), s0 = symbol("s0");
+  // (i0*27 + i1)*16 == i0*432 + i1*16
+  const Expr a = mul(add(mul(i0, int_const(27)), i1), int_const(16));
+  const Expr b = add(mul(i1, int_const(16)), mul(int_const(432), i0));
+  EXPECT_TRUE(expr_equal(a, b)) << s(a) << " vs " << s(b);
+  EXPECT_TRUE(expr_equal(sub(add(i0, s0), s0), i0));
+  EXPECT_TRUE(expr_equal(mul(s0, int_const(0)), int_const(0)));
+  EXPECT_EQ(as_int_const(add(int_const(3), int_const(4))), 7);
+  EXPECT_TRUE(expr_equal(mul(s0, i0), mul(i0, s0)));
+}
+
+TEST(Expr, FloorDivAndModSplitMultiples) {
+  const Expr i0 = loop_var(0), i1 = loop_var(1), s0 = symbol("s0");
+  // (i0*16 + i1) // 16 == i0 + i1 // 16 ; (i0*16 + i1) % 16 == i1 % 16
+  EXPECT_TRUE(expr_equal(floordiv(add(mul(i0, int_const(16)), i1), int_const(16)),
+                         add(i0, floordiv(i1, int_const(16)))));
+  EXPECT_TRUE(expr_equal(mod(add(mul(i0, int_const(16)), i1), int_const(16)), mod(i1, int_const(16))));
+  // symbolic divisor
+  EXPECT_TRUE(expr_equal(floordiv(add(mul(i0, s0), i1), s0), add(i0, floordiv(i1, s0))));
+  EXPECT_TRUE(expr_equal(mod(mul(i0, s0), s0), int_const(0)));
+  // python semantics on constants
+  EXPECT_EQ(as_int_const(floordiv(int_const(-7), int_const(2))), -4);
+  EXPECT_EQ(as_int_const(mod(int_const(-7), int_const(2))), 1);
+  // (x // a) // b == x // (a*b)
+  EXPECT_TRUE(expr_equal(floordiv(floordiv(i0, int_const(3)), int_const(5)), floordiv(i0, int_const(15))));
+}
+
+TEST(Expr, QuotientRemainderIdentity) {
+  const Expr x = add(loop_var(0), mul(loop_var(1), int_const(7)));
+  const Expr c = int_const(12);
+  const Expr rebuilt = add(mul(floordiv(x, c), c), mod(x, c));
+  EXPECT_TRUE(expr_equal(rebuilt, x)) << s(rebuilt);
+}
+
+TEST(Expr, TypeRulesRaise) {
+  EXPECT_THROW(add(float_const(1.0), int_const(1)), Error);
+  EXPECT_THROW(where(int_const(1), float_const(1.0), float_const(2.0)), Error);
+  EXPECT_THROW(unary(ExprOp::Exp, int_const(2)), Error);
+  EXPECT_THROW(binary(ExprOp::Div, int_const(2), int_const(1)), Error);
+  EXPECT_THROW(load(0, DType::F32, {float_const(1.0)}), Error);
+}
+
+TEST(Expr, FloatIdentitiesAreExactOnly) {
+  const Expr x = load(0, DType::F32, {loop_var(0)});
+  EXPECT_TRUE(expr_equal(mul(x, float_const(1.0)), x));
+  // x + 0.0 is not x for x = -0.0, so it must stay.
+  EXPECT_FALSE(expr_equal(add(x, float_const(0.0)), x));
+}
+
+TEST(Simplify, RangesRemoveDivModAndChecks) {
+  const Expr i0 = loop_var(0), i1 = loop_var(1);
+  IndexRanges ranges{{symbol("s0"), int_const(16)}, {}};
+  // i1 // 16 == 0 and i1 % 16 == i1 when i1 < 16
+  EXPECT_TRUE(expr_equal(simplify(floordiv(add(mul(i0, int_const(16)), i1), int_const(16)), ranges), i0));
+  EXPECT_TRUE(expr_equal(simplify(mod(add(mul(i0, int_const(16)), i1), int_const(16)), ranges), i1));
+  // i0 < s0 so i0 % s0 == i0 and a check against s0 always passes
+  EXPECT_TRUE(expr_equal(simplify(mod(i0, symbol("s0")), ranges), i0));
+  EXPECT_TRUE(expr_equal(simplify(check_index(i0, symbol("s0")), ranges), i0));
+  // but a check against a smaller bound stays
+  EXPECT_EQ(simplify(check_index(i1, int_const(8)), ranges)->op, ExprOp::CheckIndex);
+  // symbolic: i0*16 + i1 < s0*16
+  EXPECT_TRUE(expr_equal(simplify(floordiv(add(mul(i0, int_const(16)), i1), mul(symbol("s0"), int_const(16))), ranges),
+                         int_const(0)));
+  // min(i1, 100) == i1 ; comparisons decided
+  EXPECT_TRUE(expr_equal(simplify(min(i1, int_const(100)), ranges), i1));
+  EXPECT_TRUE(expr_equal(simplify(lt(i1, int_const(16)), ranges), bool_const(true)));
+  EXPECT_TRUE(expr_equal(simplify(ge(i1, int_const(16)), ranges), bool_const(false)));
+  // unknown relation stays
+  EXPECT_EQ(simplify(lt(i1, int_const(5)), ranges)->op, ExprOp::Lt);
+}
+
+TEST(Simplify, ReshapeRoundTrip) {
+  // [s0, 27, 16] viewed as [s0, 432] and back: the composed index must collapse.
+  const Expr i0 = loop_var(0), i1 = loop_var(1), i2 = loop_var(2);
+  IndexRanges ranges{{symbol("s0"), int_const(27), int_const(16)}, {}};
+  const Expr flat = add(mul(i1, int_const(16)), i2);  // index into the 432-wide dim
+  const Expr back1 = simplify(floordiv(flat, int_const(16)), ranges);
+  const Expr back2 = simplify(mod(flat, int_const(16)), ranges);
+  EXPECT_TRUE(expr_equal(back1, i1)) << s(back1);
+  EXPECT_TRUE(expr_equal(back2, i2)) << s(back2);
+  (void)i0;
+}

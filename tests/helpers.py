@@ -1,0 +1,84 @@
+"""Comparison helpers: luminal vs eager, with tolerances stated per dtype."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import luminal
+
+# (rtol, atol) per floating dtype. Integer and bool results must match exactly.
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float32: (1.3e-6, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+    torch.float16: (1e-3, 1e-3),
+    torch.bfloat16: (1.6e-2, 1e-2),
+}
+
+FLOAT_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+INT_DTYPES = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]
+
+
+def assert_same(actual: Any, expected: Any, tolerance_scale: float = 1.0) -> None:
+    """Structure, dtypes and shapes equal; integers and bools bit-exact; floats within tolerance."""
+    if isinstance(expected, (tuple, list)):
+        assert isinstance(actual, (tuple, list)), f"expected a sequence, got {type(actual).__name__}"
+        assert len(actual) == len(expected), f"{len(actual)} outputs vs {len(expected)}"
+        for a, e in zip(actual, expected, strict=True):
+            assert_same(a, e, tolerance_scale)
+        return
+    if not isinstance(expected, torch.Tensor):
+        assert actual == expected, f"{actual!r} != {expected!r}"
+        return
+    assert isinstance(actual, torch.Tensor), f"expected a tensor, got {type(actual).__name__}"
+    assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != {expected.dtype}"
+    assert actual.shape == expected.shape, f"shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+    assert actual.device == expected.device, f"device {actual.device} != {expected.device}"
+    if expected.dtype == torch.bool:
+        # Compare bytes: a poisoned (unwritten) bool reads as true but is not byte 1.
+        assert torch.equal(actual.contiguous().view(torch.uint8), expected.contiguous().view(torch.uint8))
+    elif expected.dtype.is_floating_point:
+        rtol, atol = TOLERANCES[expected.dtype]
+        torch.testing.assert_close(
+            actual, expected, rtol=rtol * tolerance_scale, atol=atol * tolerance_scale, equal_nan=True
+        )
+    else:
+        assert torch.equal(actual, expected), f"integer results differ:\n{actual}\n{expected}"
+
+
+def clone_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def compile_luminal(fn: Callable[..., Any], **kwargs: Any) -> Callable[..., Any]:
+    return torch.compile(fn, backend="luminal", **kwargs)
+
+
+def check(fn: Callable[..., Any], *args: Any, tolerance_scale: float = 1.0, dynamic: bool | None = None) -> Any:
+    """Runs fn eagerly and through luminal on copies of the same inputs and compares."""
+    expected = fn(*clone_args(args))
+    actual = compile_luminal(fn, dynamic=dynamic)(*clone_args(args))
+    assert luminal.compile_count() >= 1, "luminal was not used"
+    assert_same(actual, expected, tolerance_scale)
+    return actual
+
+
+def rand(*shape: int, dtype: torch.dtype = torch.float32, device: str = "cpu", low: float = -3.0, high: float = 3.0):
+    """Fresh random values of any dtype (never all zeros or ones)."""
+    if dtype == torch.bool:
+        return torch.rand(*shape, device=device) > 0.5
+    if dtype.is_floating_point:
+        return (torch.rand(*shape, device=device, dtype=torch.float64) * (high - low) + low).to(dtype)
+    info = torch.iinfo(dtype)
+    lo, hi = max(int(low), info.min), min(int(high), info.max)
+    return torch.randint(lo, hi + 1, shape, dtype=dtype, device=device)
+
+
+def non_contiguous(t: torch.Tensor) -> torch.Tensor:
+    """The same values in a non-contiguous layout (a transposed copy viewed back)."""
+    if t.dim() < 2:
+        doubled = torch.stack([t, torch.zeros_like(t)], dim=-1)
+        return doubled[..., 0]
+    return t.transpose(-1, -2).contiguous().transpose(-1, -2)

@@ -1,0 +1,178 @@
+"""The backend's contract with Dynamo and users: registration by name, errors, mutation
+write-back, integer outputs, parameters bound by pointer, the AOT loader."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+import torch
+
+import luminal
+from helpers import assert_same, rand
+from luminal import _C
+
+
+def test_backend_by_name_without_import() -> None:
+    from torch._dynamo.backends.registry import lookup_backend
+
+    assert lookup_backend("luminal") is luminal.luminal_backend
+
+
+def test_backend_by_name_compiles(device: str) -> None:
+    model = torch.nn.Linear(4, 3).to(device)
+    x = rand(2, 4, device=device)
+    assert_same(torch.compile(model, backend="luminal")(x), model(x))
+    assert luminal.compile_count() == 1
+
+
+def test_corrupt_archive_raises() -> None:
+    with pytest.raises(luminal.LuminalError):
+        _C.compile(b"definitely not a zip archive")
+    with pytest.raises(luminal.LuminalError, match="archive_format"):
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as z:
+            z.writestr("archive/models/model.json", "{}")
+        _C.compile(buffer.getvalue())
+
+
+def test_corrupt_json_raises() -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        z.writestr("archive/archive_format", "pt2")
+        z.writestr("archive/models/model.json", '{"graph_module": [1, 2')
+    with pytest.raises(luminal.LuminalError, match="model.json"):
+        _C.compile(buffer.getvalue())
+
+
+def test_unsupported_op_names_op_and_node() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.cumsum(x, 0) + torch.relu(x)
+
+    with pytest.raises(Exception, match=r"aten\.cumsum\.default \(node cumsum\)"):
+        torch.compile(fn, backend="luminal")(rand(5))
+
+
+def test_unknown_option_raises() -> None:
+    with pytest.raises(Exception, match="unknown luminal option"):
+        torch.compile(torch.relu, backend="luminal", options={"no_such_option": 1})(rand(3))
+
+
+def test_input_mutation_is_written_back(device: str) -> None:
+    def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x.add_(1.0)
+        y.mul_(2.0)
+        return x * y
+
+    x, y = rand(3, 4, device=device), rand(3, 4, device=device)
+    x_ref, y_ref = x.clone(), y.clone()
+    expected = fn(x_ref, y_ref)
+    actual = torch.compile(fn, backend="luminal")(x, y)
+    assert_same(actual, expected)
+    assert_same(x, x_ref)
+    assert_same(y, y_ref)
+
+
+def test_multiple_outputs_keep_order_and_structure(device: str) -> None:
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return torch.relu(x), x * 2, torch.sigmoid(x)
+
+    x = rand(4, 5, device=device)
+    assert_same(torch.compile(fn, backend="luminal")(x), fn(x))
+
+
+def test_symbolic_integer_output(device: str) -> None:
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+        return x * 2, x.shape[0] * 3
+
+    compiled = torch.compile(fn, backend="luminal", dynamic=True)
+    for n in (4, 7):
+        x = rand(n, 2, device=device)
+        out, count = compiled(x)
+        assert count == n * 3
+        assert_same(out, x * 2)
+
+
+def test_parameters_are_bound_by_pointer(device: str) -> None:
+    model = torch.nn.Linear(5, 2).to(device)
+    compiled = torch.compile(model, backend="luminal")
+    x = rand(3, 5, device=device)
+    with torch.no_grad():
+        assert_same(compiled(x), model(x))
+        model.weight.mul_(-3.0)  # in place: same tensor, new values, no recompile
+        model.bias.add_(1.0)
+        assert_same(compiled(x), model(x))
+    assert luminal.compile_count() == 1
+
+
+def test_parameters_are_not_serialized() -> None:
+    from luminal.backend import export_graph
+
+    big = torch.nn.Linear(256, 256)
+    captured: dict[str, bytes] = {}
+
+    def backend(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]):
+        exported = export_graph(gm, inputs)
+        captured["archive"] = exported.archive
+        assert exported.input_roles.count("parameter") == 2
+        return gm.forward
+
+    torch.compile(big, backend=backend)(rand(2, 256))
+    # The weight alone is 256 KiB; the archive holds only the program.
+    assert len(captured["archive"]) < 64 * 1024
+    names = zipfile.ZipFile(io.BytesIO(captured["archive"])).namelist()
+    assert not any(name.startswith("archive/data/weights/weight_") for name in names)
+
+
+def test_ir_and_stats_are_exposed(device: str) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    captured = []
+
+    def backend(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]):
+        compiled = luminal.luminal_backend(gm, inputs)
+        captured.append(compiled)
+        return compiled
+
+    torch.compile(model, backend=backend)(rand(2, 4))
+    text = captured[0].ir()
+    assert "matmul" in text and "relu" in text
+    assert "aten.addmm.default" in captured[0].ir(optimized=False)
+    stats = captured[0].stats()
+    assert stats["matmuls"] == 1 and stats["kernels"] >= 2
+
+
+def test_wrong_input_dtype_raises() -> None:
+    graph = _compile_graph(lambda x: x * 2, rand(3))
+    with pytest.raises(luminal.LuminalError, match="float32"):
+        graph.run([torch.ones(3, dtype=torch.float64)])
+
+
+def _compile_graph(fn, *args):
+    exported = torch.export.export(_Wrap(fn), args).run_decompositions()
+    buffer = io.BytesIO()
+    torch.export.save(exported, buffer)
+    return _C.compile(buffer.getvalue())
+
+
+class _Wrap(torch.nn.Module):
+    def __init__(self, fn) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+def test_load_pt2_file_with_weights(tmp_path) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).eval()
+    x = rand(3, 6)
+    exported = torch.export.export(model, (x,)).run_decompositions()
+    path = tmp_path / "mlp.pt2"
+    torch.export.save(exported, path)
+    program = luminal.load(path)
+    for batch in (3,):
+        inputs = rand(batch, 6)
+        (out,) = program(inputs)
+        assert_same(out, model(inputs))
+    assert program.stats()["constants"] == 4  # the archive's weights

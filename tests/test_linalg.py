@@ -1,0 +1,58 @@
+"""Matrix products against eager: mm, bmm, addmm (and what linear/matmul decompose into)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers import check, non_contiguous, rand
+
+# Float32 reductions over k reorder additions; tolerances scale with the inner dimension.
+MM_SHAPES = [(1, 1, 1), (3, 5, 7), (17, 33, 9), (64, 128, 48), (2, 513, 3)]
+
+
+@pytest.mark.parametrize("m,k,n", MM_SHAPES, ids=str)
+def test_mm(m: int, k: int, n: int, device: str) -> None:
+    check(torch.mm, rand(m, k, device=device), rand(k, n, device=device), tolerance_scale=4)
+
+
+def test_mm_transposed_operands(device: str) -> None:
+    a = rand(9, 6, device=device).t()
+    b = rand(11, 9, device=device).t()
+    check(torch.mm, a, b)
+    check(torch.mm, non_contiguous(rand(5, 8, device=device)), rand(8, 4, device=device))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16], ids=str)
+def test_mm_dtypes(dtype: torch.dtype, device: str) -> None:
+    check(torch.mm, rand(8, 16, dtype=dtype, device=device), rand(16, 5, dtype=dtype, device=device), tolerance_scale=4)
+
+
+@pytest.mark.parametrize("b,m,k,n", [(1, 2, 3, 4), (7, 27, 16, 27), (3, 1, 9, 1)], ids=str)
+def test_bmm(b: int, m: int, k: int, n: int, device: str) -> None:
+    x = rand(b, m, k, device=device)
+    check(lambda t: torch.bmm(t, t.transpose(1, 2)), x, tolerance_scale=4)
+    check(torch.bmm, x, rand(b, k, n, device=device), tolerance_scale=4)
+
+
+@pytest.mark.parametrize("beta,alpha", [(1.0, 1.0), (0.5, 2.0), (0.0, 1.0)], ids=str)
+def test_addmm(beta: float, alpha: float, device: str) -> None:
+    bias = rand(6, device=device)
+    check(
+        lambda b, x, w: torch.addmm(b, x, w, beta=beta, alpha=alpha),
+        bias,
+        rand(4, 3, device=device),
+        rand(3, 6, device=device),
+    )
+
+
+def test_addmm_beta_zero_ignores_nan_bias(device: str) -> None:
+    bias = torch.full((3,), float("nan"), device=device)
+    check(lambda b, x, w: torch.addmm(b, x, w, beta=0.0), bias, rand(2, 4, device=device), rand(4, 3, device=device))
+
+
+def test_linear_and_matmul(device: str) -> None:
+    w, b = rand(5, 7, device=device), rand(5, device=device)
+    check(lambda x: torch.nn.functional.linear(x, w, b), rand(3, 7, device=device))
+    check(lambda x: torch.nn.functional.linear(x, w), rand(2, 4, 7, device=device))  # 3-D input
+    check(torch.matmul, rand(2, 3, 4, device=device), rand(4, 5, device=device))

@@ -1,0 +1,46 @@
+"""Reductions (sum, mean, amax, amin) against eager: dimension lists, keepdim, dtypes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers import check, non_contiguous, rand
+
+DIMS = [None, 0, 1, -1, (0, 2), (1, 2)]
+
+
+@pytest.mark.parametrize("dim", DIMS, ids=str)
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin"])
+def test_reduce_dims(op: str, dim, keepdim: bool, device: str) -> None:
+    x = rand(3, 5, 7, device=device)
+    fn = getattr(torch, op)
+    if dim is None:
+        check(lambda t: fn(t) * 1, x, tolerance_scale=4)
+    else:
+        check(lambda t: fn(t, dim, keepdim=keepdim) * 1, x, tolerance_scale=4)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool, torch.uint8], ids=str)
+def test_sum_of_integers_is_exact(dtype: torch.dtype, device: str) -> None:
+    x = rand(6, 9, dtype=dtype, device=device, low=-1000, high=1000)
+    check(lambda t: t.sum(1), x)
+    check(lambda t: t.sum(), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16], ids=str)
+def test_reduce_float_dtypes(dtype: torch.dtype, device: str) -> None:
+    x = rand(4, 33, dtype=dtype, device=device)
+    check(lambda t: (t.sum(-1), t.mean(0), t.amax(1)), x, tolerance_scale=4)
+
+
+def test_reduce_large_and_non_contiguous(device: str) -> None:
+    check(lambda t: t.sum(0), non_contiguous(rand(300, 7, device=device)), tolerance_scale=10)
+    check(lambda t: t.amax(), rand(100_000, device=device))
+
+
+def test_reduce_propagates_nan(device: str) -> None:
+    x = rand(3, 4, device=device)
+    x[1, 2] = float("nan")
+    check(lambda t: (t.amax(1), t.amin(0), t.sum(1)), x)

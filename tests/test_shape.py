@@ -1,0 +1,123 @@
+"""Views, layout changes, concatenation and dtype conversion against eager."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers import FLOAT_DTYPES, check, non_contiguous, rand
+
+
+@pytest.mark.parametrize(
+    "shape,new_shape",
+    [
+        ((4, 6), (24,)),
+        ((4, 6), (3, -1)),
+        ((2, 3, 4), (6, 4)),
+        ((2, 3, 4), (2, 12)),
+        ((5, 1, 3), (3, 5)),
+        ((7,), (7, 1)),
+    ],
+    ids=str,
+)
+def test_reshape(shape, new_shape, device: str) -> None:
+    check(lambda x: x.reshape(new_shape) * 2, rand(*shape, device=device))
+    check(lambda x: x.view(new_shape) + 1, rand(*shape, device=device))
+
+
+def test_reshape_of_non_contiguous(device: str) -> None:
+    x = non_contiguous(rand(6, 10, device=device))
+    check(lambda t: t.reshape(4, 15) - 1, x)
+    check(lambda t: t.t().reshape(-1), rand(3, 5, device=device))
+
+
+@pytest.mark.parametrize("dims", [(1, 0, 2), (2, 0, 1), (0, 2, 1), (2, 1, 0)], ids=str)
+def test_permute(dims, device: str) -> None:
+    check(lambda x: x.permute(dims).contiguous(), rand(3, 4, 5, device=device))
+
+
+def test_transpose_and_t(device: str) -> None:
+    check(lambda x: x.transpose(0, 2) * 1.5, rand(2, 3, 4, device=device))
+    check(lambda x: x.t() + 0, rand(3, 7, device=device))
+    check(lambda x: x.transpose(-1, -2).contiguous(), rand(5, 1, 2, device=device))
+
+
+def test_expand(device: str) -> None:
+    check(lambda x: x.expand(4, 3, 5) + 0, rand(3, 1, device=device))
+    check(lambda x: x.expand(2, -1, 6).contiguous(), rand(5, 1, device=device))
+
+
+def test_unsqueeze_squeeze(device: str) -> None:
+    check(lambda x: x.unsqueeze(0).unsqueeze(-1) * 2, rand(3, 4, device=device))
+    check(lambda x: x.squeeze() + 1, rand(1, 3, 1, 4, device=device))
+    check(lambda x: x.squeeze(2) + 1, rand(2, 3, 1, device=device))
+    check(lambda x: x.squeeze(0) + 1, rand(2, 3, device=device))  # size-2 dim: no-op
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        (slice(1, 4),),
+        (slice(None), slice(2, None)),
+        (slice(None, None, 2),),
+        (slice(1, None, 3), slice(-3, None)),
+        (slice(-4, -1), slice(None, -2, 2)),
+        (slice(0, 100),),
+    ],
+    ids=str,
+)
+def test_slice(index, device: str) -> None:
+    check(lambda x: x[index] * 3, rand(9, 7, device=device))
+
+
+def test_select(device: str) -> None:
+    check(lambda x: x[2] * 2 + x[:, -1][1], rand(5, 4, device=device))
+    check(lambda x: x[:, 0, -2] * 2, rand(3, 4, 5, device=device))
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cat(dim: int, device: str) -> None:
+    a = rand(3, 4, device=device)
+    b_shape = [3, 4]
+    b_shape[dim] = 2
+    b = rand(*b_shape, device=device)
+    c_shape = [3, 4]
+    c_shape[dim] = 1
+    c = rand(*c_shape, device=device)
+    check(lambda x, y, z: torch.cat([x, y, z], dim=dim) * 2, a, b, c)
+
+
+def test_cat_mixed_dtypes_promotes(device: str) -> None:
+    check(lambda x, y: torch.cat([x, y]), rand(2, 3, device=device), rand(4, 3, dtype=torch.int64, device=device))
+
+
+def test_cat_of_non_contiguous_and_many_parts(device: str) -> None:
+    parts = [non_contiguous(rand(4, 3 + i, device=device)) for i in range(6)]
+    check(lambda *xs: torch.cat(xs, dim=1), *parts)
+
+
+def test_cat_integer_exact(device: str) -> None:
+    check(
+        lambda x, y: torch.cat([x, y], 0),
+        rand(2, 5, dtype=torch.int64, device=device),
+        rand(3, 5, dtype=torch.int64, device=device),
+    )
+
+
+def test_flatten_and_clone(device: str) -> None:
+    check(lambda x: torch.flatten(x, 1) + x.clone().sum(), rand(2, 3, 4, device=device))
+
+
+@pytest.mark.parametrize("target", FLOAT_DTYPES + [torch.int64, torch.int32, torch.bool, torch.uint8], ids=str)
+@pytest.mark.parametrize("source", [torch.float32, torch.int64, torch.bool, torch.bfloat16], ids=str)
+def test_dtype_conversion(source: torch.dtype, target: torch.dtype, device: str) -> None:
+    x = rand(4, 9, dtype=source, device=device, low=-20, high=20)
+    if source.is_floating_point and target == torch.uint8:
+        x = x.abs()  # negative float -> uint8 is undefined in C++ and torch
+    check(lambda t: t.to(target), x)
+
+
+def test_output_is_input_view(device: str) -> None:
+    # Outputs that are views of inputs are returned as separate tensors with equal values.
+    x = rand(3, 4, device=device)
+    check(lambda t: (t.t(), t[1]), x)
