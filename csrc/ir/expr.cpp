@@ -793,7 +793,7 @@ Expr rebuild(const Expr& node, std::vector<Expr> args) {
   }
 }
 
-Expr transform(const Expr& root, const std::function<Expr(const Expr&)>& rewrite) {
+Expr transform(const Expr& root, const Rewrite& rewrite) {
   std::unordered_map<const ExprNode*, Expr> done;
   std::function<Expr(const Expr&)> go = [&](const Expr& e) -> Expr {
     if (auto it = done.find(e.get()); it != done.end()) return it->second;
@@ -804,13 +804,22 @@ Expr transform(const Expr& root, const std::function<Expr(const Expr&)>& rewrite
       args.push_back(go(arg));
       changed = changed || args.back().get() != arg.get();
     }
-    Expr rebuilt = changed ? rebuild(e, std::move(args)) : e;
-    Expr replaced = rewrite(rebuilt);
-    Expr result = replaced ? replaced : rebuilt;
+    Expr result = rewrite(e, args);
+    if (!result) result = changed ? rebuild(e, std::move(args)) : e;
     done.emplace(e.get(), result);
     return result;
   };
   return go(root);
+}
+
+void visit(const Expr& root, const std::function<void(const Expr&)>& fn) {
+  std::unordered_map<const ExprNode*, bool> seen;
+  std::function<void(const Expr&)> go = [&](const Expr& e) {
+    if (!seen.emplace(e.get(), true).second) return;
+    for (const Expr& arg : e->args) go(arg);
+    fn(e);
+  };
+  go(root);
 }
 
 // ------------------------------------------------------------------------------------------------

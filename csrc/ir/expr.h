@@ -172,9 +172,16 @@ void collect_symbols(const Expr& e, std::vector<std::string>& out);  // unique, 
 // Recreates `node` with new operands through the smart constructors (re-simplifying).
 Expr rebuild(const Expr& node, std::vector<Expr> args);
 
-// Rebuilds an expression bottom-up; `rewrite` sees each node after its operands were rebuilt and
-// returns a replacement (or nullptr to keep the rebuilt node). Shared subtrees are rewritten once.
-Expr transform(const Expr& root, const std::function<Expr(const Expr&)>& rewrite);
+// Rebuilds an expression bottom-up. For every node of the original expression (once per shared
+// node) `rewrite(original, args)` receives that node and its already transformed operands, and
+// returns a replacement or nullptr to rebuild the node from `args`. Replacements are final: they
+// are never visited again, so a substitution can't apply twice even when rebuilding a parent
+// collapses it into a node that the rewrite would match (i1 -> i1 + 4 inside (i1 + -4)).
+using Rewrite = std::function<Expr(const Expr& original, const std::vector<Expr>& args)>;
+Expr transform(const Expr& root, const Rewrite& rewrite);
+
+// Calls `visit` once for every distinct node of the expression (operands before users).
+void visit(const Expr& root, const std::function<void(const Expr&)>& visit);
 
 // Readable single-line text, e.g. "relu(add(load0[i0, i1], load1[i1]))".
 std::string to_string(const Expr& e);

@@ -207,6 +207,31 @@ bool provably_in_range(BoundsAnalysis& analysis, const Expr& x, const Expr& boun
   return nonnegative(analysis.of(x).lo) && provably_lt(analysis, x, bound);
 }
 
+// g*q + r < g*k with 0 <= r < g is q < k (likewise >=). Such conditions come from concatenations
+// seen through a reshape; in the reduced form they compare a loop variable with a constant.
+Expr reduce_scaled_comparison(BoundsAnalysis& analysis, const Expr& e) {
+  if ((e->op != ExprOp::Lt && e->op != ExprOp::Ge) || e->args[0]->dtype != DType::I64) return nullptr;
+  const auto bound = as_int_const(e->args[1]);
+  if (!bound) return nullptr;
+  const Poly p = poly_from_expr(e->args[0]);
+  for (const auto& [candidate_monomial, g] : p.terms) {
+    if (g <= 1 || *bound % g != 0) continue;
+    Poly quotient, remainder;
+    remainder.constant = p.constant;
+    for (const auto& [m, c] : p.terms) {
+      if (c % g == 0) {
+        quotient.terms.emplace(m, c / g);
+      } else {
+        remainder.terms.emplace(m, c);
+      }
+    }
+    const Expr r = expr_from_poly(remainder);
+    if (!nonnegative(analysis.of(r).lo) || !provably_lt(analysis, r, int_const(g))) continue;
+    return binary(e->op, expr_from_poly(quotient), int_const(*bound / g));
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 bool prove_nonnegative(const Poly& p) {
@@ -232,10 +257,16 @@ bool prove_less_equal(const Expr& a, const Expr& b, const IndexRanges& ranges) {
   return provably_le(analysis, a, b);
 }
 
-Expr simplify(const Expr& root, const IndexRanges& ranges) {
-  // Each rewrite creates new nodes, so bounds are recomputed on a fresh analysis per rewrite
-  // (expressions are small; correctness over cleverness).
-  return transform(root, [&](const Expr& e) -> Expr {
+bool prove_in_range(const Expr& index, const Expr& size, const IndexRanges& ranges) {
+  BoundsAnalysis analysis(ranges);
+  return provably_in_range(analysis, index, size);
+}
+
+namespace {
+
+// One rewrite step on a node whose operands are already simplified; nullptr when none applies.
+Expr simplify_node(const Expr& e, const IndexRanges& ranges) {
+    if (e->args.empty()) return nullptr;
     if (e->dtype != DType::I64 && !(is_comparison_op(e->op) && e->args[0]->dtype == DType::I64)) {
       return nullptr;
     }
@@ -258,11 +289,11 @@ Expr simplify(const Expr& root, const IndexRanges& ranges) {
       case ExprOp::Lt:
         if (provably_lt(analysis, e->args[0], e->args[1])) return bool_const(true);
         if (provably_le(analysis, e->args[1], e->args[0])) return bool_const(false);
-        return nullptr;
+        return reduce_scaled_comparison(analysis, e);
       case ExprOp::Ge:
         if (provably_le(analysis, e->args[1], e->args[0])) return bool_const(true);
         if (provably_lt(analysis, e->args[0], e->args[1])) return bool_const(false);
-        return nullptr;
+        return reduce_scaled_comparison(analysis, e);
       case ExprOp::Le:
         if (provably_le(analysis, e->args[0], e->args[1])) return bool_const(true);
         if (provably_lt(analysis, e->args[1], e->args[0])) return bool_const(false);
@@ -276,7 +307,24 @@ Expr simplify(const Expr& root, const IndexRanges& ranges) {
         return nullptr;
       default: return nullptr;
     }
+}
+
+}  // namespace
+
+Expr simplify(const Expr& root, const IndexRanges& ranges) {
+  // Each rewrite creates new nodes, so bounds are recomputed on a fresh analysis per rewrite
+  // (expressions are small; correctness over cleverness). A rule's result may enable another.
+  return transform(root, [&](const Expr& original, const std::vector<Expr>& args) -> Expr {
+    Expr e = rebuild(original, args);
+    for (int step = 0; step < 8; ++step) {
+      Expr simpler = simplify_node(e, ranges);
+      if (!simpler) break;
+      e = std::move(simpler);
+    }
+    return e;
   });
 }
+
+
 
 }  // namespace luminal::ir

@@ -32,6 +32,9 @@ bool prove_nonnegative(const Poly& p);
 // True when a <= b provably (both i64 shape or index expressions).
 bool prove_less_equal(const Expr& a, const Expr& b, const IndexRanges& ranges);
 
+// True when 0 <= index < size provably.
+bool prove_in_range(const Expr& index, const Expr& size, const IndexRanges& ranges);
+
 Expr simplify(const Expr& e, const IndexRanges& ranges);
 
 }  // namespace luminal::ir

@@ -29,9 +29,8 @@ std::vector<int> load_sites_per_slot(const Node& node) {
   std::vector<int> sites(node.inputs.size(), 0);
   std::unordered_set<const ir::ExprNode*> seen;
   auto count = [&](const Expr& root) {
-    ir::transform(root, [&](const Expr& e) -> Expr {
+    ir::visit(root, [&](const Expr& e) {
       if (e->op == ExprOp::Load && seen.insert(e.get()).second) ++sites[e->index];
-      return nullptr;
     });
   };
   if (node.body) count(node.body);
@@ -47,19 +46,19 @@ bool is_cheap(const Node& producer, int max_recompute_ops) {
 // become the consumer's load indices, producer input slots are remapped, and the consumer load's
 // mask guards every load and bounds check inside.
 Expr instantiate(const Expr& body, const std::vector<Expr>& index, const Expr& mask, const std::vector<int>& slot_map) {
-  return ir::transform(body, [&](const Expr& e) -> Expr {
+  return ir::transform(body, [&](const Expr& e, const std::vector<Expr>& args) -> Expr {
     switch (e->op) {
       case ExprOp::LoopVar: return index.at(e->index);
       case ExprOp::Load: {
-        std::vector<Expr> args(e->args.begin(), e->args.begin() + e->load_rank());
+        std::vector<Expr> indices(args.begin(), args.begin() + e->load_rank());
         Expr combined = mask;
-        if (e->masked) combined = combined ? ir::logical_and(combined, e->mask()) : e->mask();
-        return ir::load(slot_map.at(e->index), e->dtype, std::move(args), combined);
+        if (e->masked) combined = combined ? ir::logical_and(combined, args.back()) : args.back();
+        return ir::load(slot_map.at(e->index), e->dtype, std::move(indices), combined);
       }
       case ExprOp::CheckIndex: {
         if (!mask) return nullptr;
-        Expr combined = e->masked ? ir::logical_and(mask, e->args[2]) : mask;
-        return ir::check_index(e->args[0], e->args[1], combined);
+        Expr combined = e->masked ? ir::logical_and(mask, args[2]) : mask;
+        return ir::check_index(args[0], args[1], combined);
       }
       default: return nullptr;
     }
@@ -79,10 +78,10 @@ void inline_slot(Graph& graph, Node& consumer, size_t slot) {
     slot_map.push_back(static_cast<int>(it - consumer.inputs.begin()));
   }
   auto substitute = [&](const Expr& root) {
-    return ir::transform(root, [&](const Expr& e) -> Expr {
+    return ir::transform(root, [&](const Expr& e, const std::vector<Expr>& args) -> Expr {
       if (e->op != ExprOp::Load || e->index != static_cast<int>(slot)) return nullptr;
-      std::vector<Expr> index(e->args.begin(), e->args.begin() + e->load_rank());
-      return instantiate(producer.body, index, e->masked ? e->mask() : nullptr, slot_map);
+      std::vector<Expr> index(args.begin(), args.begin() + e->load_rank());
+      return instantiate(producer.body, index, e->masked ? args.back() : nullptr, slot_map);
     });
   };
   consumer.body = substitute(consumer.body);
@@ -106,10 +105,10 @@ void compact_slots(Node& node) {
     }
   }
   auto renumber = [&](const Expr& root) {
-    return ir::transform(root, [&](const Expr& e) -> Expr {
+    return ir::transform(root, [&](const Expr& e, const std::vector<Expr>& args) -> Expr {
       if (e->op != ExprOp::Load || remap[e->index] == e->index) return nullptr;
-      std::vector<Expr> args(e->args.begin(), e->args.begin() + e->load_rank());
-      return ir::load(remap[e->index], e->dtype, std::move(args), e->masked ? e->mask() : nullptr);
+      std::vector<Expr> indices(args.begin(), args.begin() + e->load_rank());
+      return ir::load(remap[e->index], e->dtype, std::move(indices), e->masked ? args.back() : nullptr);
     });
   };
   node.body = renumber(node.body);
@@ -121,15 +120,12 @@ void compact_slots(Node& node) {
 
 int arithmetic_op_count(const Expr& body) {
   int count = 0;
-  std::unordered_set<const ir::ExprNode*> seen;
-  ir::transform(body, [&](const Expr& e) -> Expr {
-    if (!seen.insert(e.get()).second) return nullptr;
+  ir::visit(body, [&](const Expr& e) {
     const bool free = e->op == ExprOp::Const || e->op == ExprOp::LoopVar || e->op == ExprOp::ReduceVar ||
                       e->op == ExprOp::Symbol || e->op == ExprOp::Load || e->op == ExprOp::Cast ||
                       e->op == ExprOp::CheckIndex || e->dtype == DType::I64 ||
                       (e->dtype == DType::Bool && !e->args.empty() && e->args[0]->dtype == DType::I64);
     if (!free) ++count;
-    return nullptr;
   });
   return count;
 }
@@ -264,6 +260,69 @@ std::optional<AffineView> as_affine_view(const Graph& graph, NodeId id) {
     view.coefficients.push_back(std::move(coefficients));
   }
   return view;
+}
+
+namespace {
+
+// Matches where(i_axis < bound, then, else) (under an optional cast) with a shape-expression bound.
+struct AxisSelect {
+  int axis;
+  Expr bound;
+  Expr then_branch;
+  Expr else_branch;
+};
+
+std::optional<AxisSelect> match_axis_select(const Expr& body) {
+  if (body->op != ExprOp::Where) return std::nullopt;
+  const Expr& cond = body->args[0];
+  if (cond->op != ExprOp::Lt || cond->args[0]->op != ExprOp::LoopVar || !ir::is_shape_expr(cond->args[1])) {
+    return std::nullopt;
+  }
+  return AxisSelect{cond->args[0]->index, cond->args[1], body->args[1], body->args[2]};
+}
+
+// Rewrites `body` for a piece starting at `begin` on `axis`: i_axis becomes (local i_axis + begin).
+Expr shift_axis(const Expr& body, int axis, const Expr& begin) {
+  return ir::transform(body, [&](const Expr& e, const std::vector<Expr>&) -> Expr {
+    if (e->op == ExprOp::LoopVar && e->index == axis) return ir::add(e, begin);
+    return nullptr;
+  });
+}
+
+}  // namespace
+
+std::vector<PointwisePiece> split_pointwise(const Node& node) {
+  const PointwisePiece whole{-1, ir::int_const(0), ir::int_const(0), node.body};
+  if (node.kind != NodeKind::Pointwise) return {whole};
+  // Collect the boundaries of a where-chain on one axis: where(i<c1, A, where(i<c2, B, C)).
+  std::vector<Expr> bounds;
+  std::vector<Expr> branches;
+  int axis = -1;
+  Expr rest = node.body;
+  while (auto select = match_axis_select(rest)) {
+    if (axis >= 0 && select->axis != axis) break;
+    axis = select->axis;
+    bounds.push_back(select->bound);
+    branches.push_back(select->then_branch);
+    rest = select->else_branch;
+  }
+  if (axis < 0) return {whole};
+  branches.push_back(rest);
+  bounds.push_back(node.shape[axis]);
+  std::vector<PointwisePiece> pieces;
+  Expr begin = ir::int_const(0);
+  for (size_t k = 0; k < branches.size(); ++k) {
+    const Expr extent = ir::simplify(ir::max(ir::sub(bounds[k], begin), ir::int_const(0)), {});
+    ir::Shape piece_shape = node.shape;
+    piece_shape[axis] = extent;
+    // Within the piece the earlier conditions are false and this one is true: simplify with the
+    // piece's range, then substitute the whole body so any remaining selects resolve too.
+    const Expr shifted = shift_axis(node.body, axis, begin);
+    const Expr body = ir::simplify(shifted, ir::IndexRanges{piece_shape, {}});
+    pieces.push_back(PointwisePiece{axis, begin, extent, body});
+    begin = bounds[k];
+  }
+  return pieces;
 }
 
 Graph optimize(Graph graph, const OptimizeOptions& options) {

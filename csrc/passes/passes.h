@@ -41,4 +41,16 @@ struct AffineView {
 };
 std::optional<AffineView> as_affine_view(const ir::Graph& graph, ir::NodeId node);
 
+// A pointwise body that selects on an output axis (`where(i_a < c, A, B)`, as concatenation
+// produces) splits into pieces over consecutive ranges of that axis, each with the selection
+// resolved. Piece k covers axis positions [begin, begin + extent); its body is written in terms
+// of a local index (i_a counts from 0 within the piece). Executors run pieces independently.
+struct PointwisePiece {
+  int axis = -1;  // -1: the whole iteration space (no split)
+  ir::Expr begin;
+  ir::Expr extent;
+  ir::Expr body;
+};
+std::vector<PointwisePiece> split_pointwise(const ir::Node& node);
+
 }  // namespace luminal::passes

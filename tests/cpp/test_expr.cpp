@@ -96,3 +96,35 @@ TEST(Simplify, ReshapeRoundTrip) {
   EXPECT_TRUE(expr_equal(back2, i2)) << s(back2);
   (void)i0;
 }
+
+TEST(Simplify, ScaledComparisonsReduceToTheAxis) {
+  // i1*4 + i2 < 8 with i2 < 4 is i1 < 2: concatenation boundaries seen through a reshape.
+  const Expr i1 = loop_var(1), i2 = loop_var(2);
+  IndexRanges ranges{{symbol("s0"), int_const(9), int_const(4)}, {}};
+  const Expr flat = add(mul(i1, int_const(4)), i2);
+  EXPECT_TRUE(expr_equal(simplify(lt(flat, int_const(8)), ranges), lt(i1, int_const(2))));
+  EXPECT_TRUE(expr_equal(simplify(ge(flat, int_const(12)), ranges), ge(i1, int_const(3))));
+  // Not a multiple of the scale: unchanged.
+  EXPECT_TRUE(expr_equal(simplify(lt(flat, int_const(6)), ranges), lt(flat, int_const(6))));
+  // A remainder that can reach the scale: unchanged.
+  IndexRanges wide{{symbol("s0"), int_const(9), int_const(5)}, {}};
+  EXPECT_TRUE(expr_equal(simplify(lt(flat, int_const(8)), wide), lt(flat, int_const(8))));
+}
+
+TEST(Expr, TransformAppliesSubstitutionsOnce) {
+  // Substituting i1 -> i1 + 4 into (i1 + -4) must give i1: rebuilding the parent collapses it to
+  // a bare loop variable, which must not be substituted a second time.
+  const Expr i1 = loop_var(1);
+  const Expr body = load(0, DType::F32, {add(i1, int_const(-4))}, ge(i1, int_const(4)));
+  const Expr shifted = transform(body, [](const Expr& e, const std::vector<Expr>&) -> Expr {
+    return e->op == ExprOp::LoopVar ? add(e, int_const(4)) : nullptr;
+  });
+  EXPECT_EQ(to_string(shifted), "load0[i1] if ge((i1 + 4), 4)");
+  // A swap i0 <-> i1 is applied once per original node.
+  const Expr swap = transform(add(loop_var(0), mul(loop_var(1), int_const(3))),
+                              [](const Expr& e, const std::vector<Expr>&) -> Expr {
+                                if (e->op != ExprOp::LoopVar) return nullptr;
+                                return loop_var(1 - e->index);
+                              });
+  EXPECT_TRUE(expr_equal(swap, add(loop_var(1), mul(loop_var(0), int_const(3)))));
+}

@@ -1,6 +1,8 @@
 #include "runtime/cpu/executor.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -8,6 +10,7 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/half.h"
+#include "ir/simplify.h"
 #include "runtime/cpu/gemm.h"
 
 namespace luminal::runtime::cpu {
@@ -155,6 +158,17 @@ void accumulate_lane(Accumulator& acc, const Instr& instr, Registers& regs, int 
   }
 }
 
+// Loads whose every index is provably inside the operand skip the run-time bounds check.
+LoadProof load_proof(const ir::Graph& graph, const Node& node, ir::IndexRanges ranges) {
+  return [&graph, &node, ranges = std::move(ranges)](const ir::ExprNode& load) {
+    const ir::Node& operand = graph.node(node.inputs.at(load.index));
+    for (size_t d = 0; d < load.load_rank(); ++d) {
+      if (!ir::prove_in_range(load.args[d], operand.shape[d], ranges)) return false;
+    }
+    return true;
+  };
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------------------------------------
@@ -176,9 +190,25 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph) : graph_(std::move(gr
       case NodeKind::MatMul: break;
       case NodeKind::Pointwise:
       case NodeKind::Reduce: {
-        plan.body = std::make_unique<Program>(node.body, node.origin);
-        if (node.kind == NodeKind::Reduce && !ir::is_shape_expr(node.reduce_extents[0])) {
-          plan.extents = std::make_unique<Program>(node.reduce_extents[0], node.origin);
+        if (node.kind == NodeKind::Pointwise) {
+          for (passes::PointwisePiece& piece : passes::split_pointwise(node)) {
+            ir::Shape box = node.shape;
+            if (piece.axis >= 0) box[piece.axis] = piece.extent;
+            const ir::IndexRanges ranges{box, {}};
+            plan.pieces.push_back(Piece{piece.axis, piece.begin, piece.extent,
+                                        std::make_unique<Program>(std::vector<Expr>{piece.body}, node.origin,
+                                                                  load_proof(g, node, ranges))});
+          }
+        } else {
+          ir::IndexRanges ranges{node.shape, {}};
+          for (const Expr& extent : node.reduce_extents) {
+            ranges.reduce_extents.push_back(ir::is_shape_expr(extent) ? extent : nullptr);
+          }
+          plan.body = std::make_unique<Program>(std::vector<Expr>{node.body}, node.origin, load_proof(g, node, ranges));
+          if (!ir::is_shape_expr(node.reduce_extents[0])) {
+            plan.extents = std::make_unique<Program>(std::vector<Expr>{node.reduce_extents[0]}, node.origin,
+                                                     load_proof(g, node, ir::IndexRanges{node.shape, {}}));
+          }
         }
         // A view read only by matmuls is never materialized: the matmul reads it by strides.
         const bool only_matmul_users =
@@ -223,16 +253,24 @@ class Executor::Run {
   void execute() {
     LUMINAL_CHECK(outputs_.size() == graph_.outputs.size(), "expected ", graph_.outputs.size(), " output views, got ",
                   outputs_.size());
+    const bool profile = env_flag("LUMINAL_PROFILE");
     for (const Node& node : graph_.nodes()) {
       const NodePlan& plan = ex_.plans_[node.id];
       switch (plan.placement) {
         case Placement::Input: bind_input(node); break;
         case Placement::Constant: bind_constant(node); break;
         case Placement::VirtualView: break;
-        case Placement::Computed:
+        case Placement::Computed: {
+          const auto start = std::chrono::steady_clock::now();
           prepare_destination(node, plan);
           compute(node, plan);
+          if (profile) {
+            const std::chrono::duration<double, std::micro> elapsed = std::chrono::steady_clock::now() - start;
+            std::fprintf(stderr, "[luminal cpu] %%%d %-12s %10.1f us  %s\n", node.id, ir::node_kind_name(node.kind),
+                         elapsed.count(), node.origin.c_str());
+          }
           break;
+        }
       }
       release_inputs_of(node);
     }
@@ -309,22 +347,88 @@ class Executor::Run {
   }
 
   void run_pointwise(const Node& node, const NodePlan& plan) {
-    const Buffer& out = buffers_[node.id];
-    const int64_t numel = product(out.sizes);
-    const Program& program = *plan.body;
     const std::vector<Operand> operands = operands_of(node);
+    for (const Piece& piece : plan.pieces) run_piece(node, piece, operands);
+  }
+
+  // One box of a pointwise node's iteration space.
+  void run_piece(const Node& node, const Piece& piece, const std::vector<Operand>& operands) {
+    const Buffer& out = buffers_[node.id];
+    std::vector<int64_t> box = out.sizes;
+    int64_t origin = 0;
+    if (piece.axis >= 0) {
+      box[piece.axis] = evaluate(piece.extent, symbols_);
+      origin = evaluate(piece.begin, symbols_) * out.strides[piece.axis];
+    }
+    const int64_t numel = product(box);
+    if (numel == 0) return;
+    const Program& program = *piece.program;
     const EvalContext ctx{&operands, &symbols_, nullptr};
     Registers regs(program);
     initialize_constants(program, regs, ctx);
     const auto loop_vars = variable_registers(program, ExprOp::LoopVar);
-    const Instr& result = program.code()[program.result()];
-    IndexCounter counter(out.sizes);
+    const int result_reg = program.result();
+    const Instr& result = program.code()[result_reg];
+    void* dst = destination(node);
+
+    // Long rows: chunks stay inside one row, so the innermost index is an iota and the others are
+    // constant over the chunk. Short rows: a counter walks the box element by element.
+    const size_t rank = box.size();
+    const int64_t row = rank > 0 ? box.back() : 1;
+    if (rank > 0 && row >= kLanes / 8) {
+      const std::vector<int64_t> outer(box.begin(), box.end() - 1);
+      IndexCounter rows(outer);
+      const int64_t inner_stride = out.strides.back();
+      for (int64_t r = 0, count = product(outer); r < count; ++r, rows.advance()) {
+        int64_t row_offset = origin;
+        for (size_t d = 0; d + 1 < rank; ++d) row_offset += rows[d] * out.strides[d];
+        for (int64_t start = 0; start < row; start += kLanes) {
+          const int n = static_cast<int>(std::min<int64_t>(kLanes, row - start));
+          for (const auto& [reg, axis] : loop_vars) {
+            int64_t* lanes = regs.i64(reg);
+            if (static_cast<size_t>(axis) + 1 == rank) {
+              for (int i = 0; i < n; ++i) lanes[i] = start + i;
+            } else {
+              std::fill(lanes, lanes + n, rows[axis]);
+            }
+          }
+          evaluate_program(program, regs, n, ctx);
+          store_run(result, regs, result_reg, n, dst, row_offset + start * inner_stride, inner_stride);
+        }
+      }
+      return;
+    }
+    IndexCounter counter(box);
+    IndexCounter store_counter(box);
+    int64_t offsets[kLanes];
     for (int64_t start = 0; start < numel; start += kLanes) {
       const int n = static_cast<int>(std::min<int64_t>(kLanes, numel - start));
       fill_loop_vars(loop_vars, regs, counter, n);
       evaluate_program(program, regs, n, ctx);
-      store_lanes(result, regs, program.result(), n, destination(node), start);
+      if (piece.axis < 0) {
+        store_lanes(result, regs, result_reg, n, dst, start);
+        continue;
+      }
+      for (int i = 0; i < n; ++i) {
+        int64_t offset = origin;
+        for (size_t d = 0; d < rank; ++d) offset += store_counter[d] * out.strides[d];
+        offsets[i] = offset;
+        store_counter.advance();
+      }
+      store_lanes(result, regs, result_reg, n, dst, 0, offsets);
     }
+  }
+
+  // Stores n lanes at base, base + stride, ... (stride 1: a contiguous run).
+  static void store_run(const Instr& result, Registers& regs, int reg, int n, void* dst, int64_t base,
+                        int64_t stride) {
+    if (stride == 1) {
+      store_lanes(result, regs, reg, n, dst, base);
+      return;
+    }
+    int64_t offsets[kLanes];
+    for (int i = 0; i < n; ++i) offsets[i] = base + i * stride;
+    store_lanes(result, regs, reg, n, dst, 0, offsets);
   }
 
   void run_reduce(const Node& node, const NodePlan& plan) {

@@ -29,10 +29,18 @@ class Executor {
  private:
   enum class Placement { Input, Constant, Computed, VirtualView };
 
+  // A pointwise node runs as one or more pieces over boxes of its iteration space.
+  struct Piece {
+    int axis = -1;  // -1: the whole space
+    ir::Expr begin, extent;
+    std::unique_ptr<Program> program;
+  };
+
   struct NodePlan {
     Placement placement = Placement::Computed;
     int output = -1;  // graph output index written by this node
-    std::unique_ptr<Program> body;
+    std::vector<Piece> pieces;         // pointwise
+    std::unique_ptr<Program> body;     // reduce
     std::unique_ptr<Program> extents;  // ragged reductions: the per-element extent
     std::optional<passes::AffineView> view;
     ir::NodeId last_use = -1;  // last node that reads this one (intermediates are freed after it)

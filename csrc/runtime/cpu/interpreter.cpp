@@ -27,9 +27,8 @@ Lane lane_of(DType dtype) {
 // ------------------------------------------------------------------------------------------------
 // Compilation
 // ------------------------------------------------------------------------------------------------
-Program::Program(const Expr& root, std::string origin) : Program(std::vector<Expr>{root}, std::move(origin)) {}
-
-Program::Program(const std::vector<Expr>& roots, std::string origin) : origin_(std::move(origin)) {
+Program::Program(const std::vector<Expr>& roots, std::string origin, const LoadProof& proven)
+    : origin_(std::move(origin)) {
   std::unordered_map<Expr, int, ir::ExprHash, ir::ExprEqual> memo;
   std::function<int(const Expr&)> emit = [&](const Expr& e) -> int {
     if (auto it = memo.find(e); it != memo.end()) return it->second;
@@ -53,6 +52,7 @@ Program::Program(const std::vector<Expr>& roots, std::string origin) : origin_(s
         break;
       case ExprOp::Load:
         in.slot = e->index;
+        in.check_bounds = !(proven && proven(*e));
         for (size_t d = 0; d < e->load_rank(); ++d) in.index.push_back(emit(e->args[d]));
         if (e->masked) in.mask = emit(e->mask());
         break;
@@ -344,15 +344,16 @@ void eval_load(const Instr& in, Registers& regs, int out_reg, int n, const EvalC
     const int64_t* index = regs.i64(in.index[d]);
     const int64_t stride = operand.strides[d];
     const int64_t size = operand.sizes[d];
-    for (int i = 0; i < n; ++i) {
-      if (!valid[i]) continue;
+    if (in.check_bounds) {
       // Defense in depth: lowering must never produce an out-of-range read.
-      if (index[i] < 0 || index[i] >= size) {
-        fail("internal error in ", origin, ": load", in.slot, " dimension ", d, " index ", index[i],
-             " is outside [0, ", size, ")");
+      for (int i = 0; i < n; ++i) {
+        if (valid[i] && (index[i] < 0 || index[i] >= size)) {
+          fail("internal error in ", origin, ": load", in.slot, " dimension ", d, " index ", index[i],
+               " is outside [0, ", size, ")");
+        }
       }
-      offsets[i] += index[i] * stride;
     }
+    for (int i = 0; i < n; ++i) offsets[i] += valid[i] ? index[i] * stride : 0;
   }
   switch (in.lane) {
     case Lane::F32: read_elements(operand.data, operand.dtype, offsets, valid, regs.f32(out_reg), n); break;
@@ -476,9 +477,14 @@ void evaluate_program(const Program& program, Registers& regs, int n, const Eval
   for (size_t r = 0; r < program.code().size(); ++r) eval_instruction(program, r, regs, n, ctx);
 }
 
-void store_lanes(const Instr& instr, Registers& regs, int reg, int n, void* out, int64_t offset) {
+void store_lanes(const Instr& instr, Registers& regs, int reg, int n, void* out, int64_t offset,
+                 const int64_t* offsets) {
   auto write = [&](auto* dst, auto convert) {
-    for (int i = 0; i < n; ++i) dst[offset + i] = convert(i);
+    if (offsets) {
+      for (int i = 0; i < n; ++i) dst[offsets[i]] = convert(i);
+    } else {
+      for (int i = 0; i < n; ++i) dst[offset + i] = convert(i);
+    }
   };
   switch (instr.dtype) {
     case DType::Bool: write(static_cast<uint8_t*>(out), [&](int i) { return static_cast<uint8_t>(regs.i64(reg)[i] != 0); }); break;

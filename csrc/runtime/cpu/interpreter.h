@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -37,17 +38,20 @@ struct Instr {
   std::vector<int> index;      // Load: one register per dimension
   int mask = -1;               // Load / CheckIndex: mask register
   int slot = 0;                // Load: operand slot. LoopVar/ReduceVar: axis
+  bool check_bounds = true;    // Load: verify indices at run time (unless proven in range)
   int64_t int_value = 0;
   double float_value = 0;
   std::string symbol;
 };
 
+// Decides whether a load's indices are provably inside its operand (so the run-time check can go).
+using LoadProof = std::function<bool(const ir::ExprNode& load)>;
+
 class Program {
  public:
   Program() = default;
-  Program(const ir::Expr& root, std::string origin);
-  // Compiles several roots into one program (shared subexpressions computed once).
-  Program(const std::vector<ir::Expr>& roots, std::string origin);
+  // Compiles roots into one program (shared subexpressions computed once).
+  Program(const std::vector<ir::Expr>& roots, std::string origin, const LoadProof& proven = nullptr);
 
   const std::vector<Instr>& code() const { return code_; }
   int result(size_t root = 0) const { return results_.at(root); }
@@ -89,7 +93,9 @@ void initialize_constants(const Program& program, Registers& regs, const EvalCon
 // Evaluates lanes [0, n) of every non-leaf instruction.
 void evaluate_program(const Program& program, Registers& regs, int n, const EvalContext& ctx);
 
-// Writes lanes [0, n) of register `reg` (of instruction `instr`'s dtype) to out[offset + i].
-void store_lanes(const Instr& instr, Registers& regs, int reg, int n, void* out, int64_t out_offset);
+// Writes lanes [0, n) of register `reg` (of instruction `instr`'s dtype) to out[offset + i], or to
+// out[offsets[i]] when `offsets` is given.
+void store_lanes(const Instr& instr, Registers& regs, int reg, int n, void* out, int64_t offset,
+                 const int64_t* offsets = nullptr);
 
 }  // namespace luminal::runtime::cpu
