@@ -19,7 +19,7 @@ BUILD_STAMP := $(BUILD_DIR)/.installed
 SOURCES := $(shell find csrc -name '*.cpp' -o -name '*.h' -o -name '*.inc' 2>/dev/null) \
            $(wildcard tests/cpp/*.cpp) CMakeLists.txt pyproject.toml
 
-.PHONY: all deps build test test-cpp test-py demo bench lint wheel clean
+.PHONY: all deps build test test-cpp test-py demo lint wheel clean
 
 all: build
 
@@ -56,9 +56,6 @@ test: test-cpp test-py
 
 demo: build
 	$(PY) examples/dlrm/dlrm_example.py
-
-bench: build
-	$(PY) benchmarks/dlrm_bench.py
 
 lint: $(VENV_STAMP)
 	$(PY) -m pip install -q ruff

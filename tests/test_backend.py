@@ -176,3 +176,26 @@ def test_load_pt2_file_with_weights(tmp_path) -> None:
         (out,) = program(inputs)
         assert_same(out, model(inputs))
     assert program.stats()["constants"] == 4  # the archive's weights
+
+
+def test_guards_fn_is_disabled_only_for_luminal_exports() -> None:
+    from torch.export import _unlift
+
+    from luminal.backend import _luminal_export
+
+    if not hasattr(_unlift, "_ok_to_generate_guards_fn"):
+        pytest.skip("this torch has no guards function")
+    with _luminal_export():
+        assert _unlift._ok_to_generate_guards_fn() is False
+    assert _unlift._ok_to_generate_guards_fn() is True
+
+
+def test_dynamic_dims_of_several_inputs(device: str) -> None:
+    def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return (x.unsqueeze(1) * y.unsqueeze(0)).reshape(-1) + 1
+
+    compiled = torch.compile(fn, backend="luminal", dynamic=True)
+    for n, m in ((3, 4), (5, 2), (7, 7)):
+        x, y = rand(n, device=device), rand(m, device=device)
+        assert_same(compiled(x, y), fn(x, y))
+    assert luminal.compile_count() == 1
