@@ -6,6 +6,8 @@ import os
 
 # Poison outputs and intermediates so that elements a kernel fails to write cannot hide.
 os.environ.setdefault("LUMINAL_POISON_OUTPUTS", "1")
+# Compile every graph's generated CUDA with NVRTC too (no GPU needed): codegen errors fail the tests.
+os.environ.setdefault("LUMINAL_CHECK_CUDA_CODEGEN", "sm_90")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import torch
 
 import luminal
@@ -82,3 +83,13 @@ def non_contiguous(t: torch.Tensor) -> torch.Tensor:
         doubled = torch.stack([t, torch.zeros_like(t)], dim=-1)
         return doubled[..., 0]
     return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+
+
+def assert_raises_when_run(fn: Callable[..., Any], *args: Any, match: str) -> None:
+    """The call must fail with `match`. CPU runs raise in the failing call; CUDA runs record the error
+    on the GPU and the next call raises it once the failing one has finished."""
+    with pytest.raises(Exception, match=match):
+        fn(*args)
+        if any(isinstance(a, torch.Tensor) and a.is_cuda for a in args):
+            torch.cuda.synchronize()
+            fn(*args)

@@ -6,10 +6,18 @@
 
 #include <limits>
 
+#if LUMINAL_TORCH_CUDA
+#include <ATen/Context.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 #include "common/env.h"
 #include "common/error.h"
 #include "frontend/translate.h"
 #include "runtime/compiled.h"
+#if LUMINAL_HAVE_CUDA
+#include "runtime/cuda/api.h"
+#endif
 
 namespace py = pybind11;
 using namespace luminal;
@@ -74,8 +82,41 @@ void poison(at::Tensor& t) {
   }
 }
 
+#if LUMINAL_TORCH_CUDA
+// Intermediates and constants come from torch's caching allocator: the memory returns to torch's
+// pool when the handle dies.
+class TorchCudaAllocator : public runtime::gpu::DeviceAllocator {
+ public:
+  std::shared_ptr<void> allocate(size_t bytes, int device) override {
+    at::Tensor storage = at::empty({static_cast<int64_t>(bytes)},
+                                   at::TensorOptions().dtype(at::kByte).device(at::Device(at::kCUDA, device)));
+    void* data = storage.data_ptr();
+    return std::shared_ptr<void>(data, [storage](void*) mutable { storage.reset(); });
+  }
+};
+
+runtime::CudaCallContext cuda_context(const at::Device& device) {
+  static TorchCudaAllocator allocator;
+  runtime::CudaCallContext context;
+  context.device = device.index();
+  context.stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
+  context.allow_tf32 = at::globalContext().allowTF32CuBLAS();
+  context.allocator = &allocator;
+  return context;
+}
+#endif
+
+// LUMINAL_CHECK_CUDA_CODEGEN=sm_90 (or 1 for sm_90): compile every graph's CUDA module with NVRTC
+// at compile time, also on machines without a GPU (the test suite sets it).
+std::string cuda_check_arch() {
+  const char* value = std::getenv("LUMINAL_CHECK_CUDA_CODEGEN");
+  if (!value || !*value || std::string(value) == "0") return "";
+  return std::string(value) == "1" ? "sm_90" : value;
+}
+
 runtime::CompileOptions compile_options(const std::vector<std::string>& roles) {
   runtime::CompileOptions options;
+  options.check_cuda_arch = cuda_check_arch();
   for (const std::string& role : roles) {
     if (role == "parameter") {
       options.input_roles.push_back(ir::InputRole::Parameter);
@@ -88,6 +129,21 @@ runtime::CompileOptions compile_options(const std::vector<std::string>& roles) {
     }
   }
   return options;
+}
+
+#if LUMINAL_HAVE_CUDA
+constexpr bool kHasCudaEngine = true;
+#else
+constexpr bool kHasCudaEngine = false;
+#endif
+
+// The device of a call: the inputs' device, or the export's device when the graph has no inputs.
+at::Device call_device(const std::vector<at::Tensor>& inputs, const std::vector<runtime::OutputInfo>& outputs) {
+  if (!inputs.empty()) return inputs.front().device();
+  for (const runtime::OutputInfo& info : outputs) {
+    if (info.is_tensor && !info.device.empty()) return at::Device(info.device);
+  }
+  return at::Device(at::kCPU);
 }
 
 class PyCompiledGraph {
@@ -105,7 +161,7 @@ class PyCompiledGraph {
     const auto& infos = core_->outputs();
     std::vector<at::Tensor> tensors(infos.size());
     std::vector<runtime::TensorView> out_views(infos.size());
-    const at::Device device = inputs.empty() ? at::Device(at::kCPU) : inputs.front().device();
+    const at::Device device = call_device(inputs, infos);
     for (size_t k = 0; k < infos.size(); ++k) {
       if (!infos[k].is_tensor) continue;
       tensors[k] = at::empty(core_->output_shape(k, symbols),
@@ -113,9 +169,17 @@ class PyCompiledGraph {
       if (poison_enabled()) poison(tensors[k]);
       out_views[k] = to_view(tensors[k], k);
     }
+    const bool on_cuda = device.is_cuda();
+#if LUMINAL_TORCH_CUDA
+    runtime::CudaCallContext cuda;
+    if (on_cuda) cuda = cuda_context(device);
+#else
+    runtime::CudaCallContext cuda;
+    LUMINAL_CHECK(!on_cuda, "CUDA tensors given, but this luminal was built against a CPU-only torch");
+#endif
     {
       py::gil_scoped_release no_gil;
-      core_->run(views, out_views, symbols);
+      core_->run(views, out_views, symbols, on_cuda ? &cuda : nullptr);
     }
     py::list results;
     for (size_t k = 0; k < infos.size(); ++k) {
@@ -143,9 +207,27 @@ class PyCompiledGraph {
     d["matmuls"] = s.matmuls;
     d["inputs"] = s.inputs;
     d["constants"] = s.constants;
-    d["engine"] = "cpu";
+    d["engine"] = s.cuda_used ? "cuda" : "cpu";
+#if LUMINAL_HAVE_CUDA
+    if (s.cuda_used) {
+      py::dict c;
+      c["kernels"] = s.cuda.kernels;
+      c["library_calls"] = s.cuda.library_calls;
+      c["graph_nodes"] = s.cuda.graph_nodes;
+      c["launches_per_call"] = s.cuda.launches_per_call;
+      c["staging_copies"] = s.cuda.staging_copies;
+      c["bytes_per_call"] = s.cuda.bytes_per_call;
+      c["instances"] = s.cuda.instances;
+      c["graph_builds"] = s.cuda.graph_builds;
+      c["pointer_updates"] = s.cuda.pointer_updates;
+      c["calls"] = s.cuda.calls;
+      d["cuda"] = c;
+    }
+#endif
     return d;
   }
+
+  std::string cuda_source() const { return core_->cuda_source(); }
 
   std::vector<std::string> input_names() const {
     std::vector<std::string> names;
@@ -175,6 +257,7 @@ PYBIND11_MODULE(_C, m) {
            "Runs the graph on the given tensors; returns the user outputs, writes mutated inputs back.")
       .def("ir", &PyCompiledGraph::ir, py::arg("optimized") = true, "The IR as text.")
       .def("stats", &PyCompiledGraph::stats)
+      .def("cuda_source", &PyCompiledGraph::cuda_source, "The generated CUDA module (prelude and kernels).")
       .def_property_readonly("input_names", &PyCompiledGraph::input_names)
       .def_property_readonly("num_user_outputs", &PyCompiledGraph::num_user_outputs);
 
@@ -203,4 +286,14 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("supported_targets", [] { return frontend::Registry::instance().targets(); },
         "ATen targets with a translator.");
+
+  m.def(
+      "add_cuda_library_dirs",
+      [](const std::vector<std::string>& dirs) {
+#if LUMINAL_HAVE_CUDA
+        cuda::add_library_dirs(dirs);
+#endif
+      },
+      "Directories searched for libnvrtc and libcublasLt (after libraries already loaded).");
+  m.def("has_cuda_engine", [] { return kHasCudaEngine; }, "Was the CUDA engine built?");
 }

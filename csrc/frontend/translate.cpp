@@ -613,11 +613,17 @@ class GraphBuilder {
 
   void bind_output_value(const pt2::Argument& arg, ir::GraphOutput& out) {
     switch (arg.kind()) {
-      case pt2::Argument::Kind::Tensor:
+      case pt2::Argument::Kind::Tensor: {
         out.kind = ir::GraphOutput::Kind::Tensor;
         out.name = arg.as_tensor().name;
         out.node = context_.value(out.name);
+        const auto meta = pt2_graph().tensor_values.find(out.name);
+        if (meta != pt2_graph().tensor_values.end()) {
+          const pt2::Device& device = meta->second.device;
+          out.device = device.index ? str_cat(device.type, ":", *device.index) : device.type;
+        }
         return;
+      }
       case pt2::Argument::Kind::SymInt: {
         const pt2::SymIntArgument& s = arg.as_sym_int();
         out.kind = ir::GraphOutput::Kind::Int;

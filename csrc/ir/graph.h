@@ -73,6 +73,7 @@ struct GraphOutput {
   // caller must write back) rather than a user-visible output.
   int mutated_input = -1;
   std::string name;
+  std::string device;  // where the export put this tensor ("cpu", "cuda:0"); used when there are no inputs
 };
 
 // A run-time check that two shape expressions agree (e.g. broadcast or reshape compatibility

@@ -36,9 +36,33 @@ CompiledGraph::CompiledGraph(ir::Graph translated, const CompileOptions& options
     info.dtype = info.is_tensor ? graph_->node(out.node).dtype : DType::I64;
     info.mutated_input = out.mutated_input;
     info.name = out.name;
+    info.device = out.device;
     outputs_.push_back(info);
   }
   cpu_ = std::make_unique<cpu::Executor>(graph_);
+  if (!options.check_cuda_arch.empty()) {
+#if LUMINAL_HAVE_CUDA
+    gpu::check_codegen(*graph_, options.check_cuda_arch);
+#else
+    fail("cannot check CUDA code generation: luminal was built without the CUDA toolkit headers");
+#endif
+  }
+}
+
+#if LUMINAL_HAVE_CUDA
+gpu::Executor& CompiledGraph::cuda_executor() const {
+  std::lock_guard<std::mutex> lock(cuda_mutex_);
+  if (!cuda_) cuda_ = std::make_unique<gpu::Executor>(graph_);
+  return *cuda_;
+}
+#endif
+
+std::string CompiledGraph::cuda_source() const {
+#if LUMINAL_HAVE_CUDA
+  return cuda_executor().module_source();
+#else
+  return "";
+#endif
 }
 
 SymbolValues CompiledGraph::bind(const std::vector<TensorView>& inputs) const { return bind_inputs(*graph_, inputs); }
@@ -56,12 +80,25 @@ int64_t CompiledGraph::int_output(size_t k, const SymbolValues& symbols) const {
 }
 
 void CompiledGraph::run(const std::vector<TensorView>& inputs, const std::vector<TensorView>& outputs,
-                        const SymbolValues& symbols) const {
-  for (const TensorView& input : inputs) {
-    LUMINAL_CHECK(input.device.type == DeviceType::CPU, "tensor on ", device_name(input.device),
-                  ": this build of luminal runs graphs on the CPU only (the CUDA engine is not available yet)");
+                        const SymbolValues& symbols, const CudaCallContext* cuda) const {
+  const bool on_cuda = cuda != nullptr;
+  const std::vector<int> uses = graph_->use_counts();
+  for (size_t k = 0; k < inputs.size() && k < graph_->inputs.size(); ++k) {
+    if (uses[graph_->inputs[k]] == 0) continue;  // never read: its device does not matter
+    LUMINAL_CHECK((inputs[k].device.type == DeviceType::CUDA) == on_cuda, "input #", k, " '", input(k).name, "' (",
+                  describe(inputs[k]), ") is not on ", on_cuda ? "the CUDA device of this call" : "the CPU",
+                  "; the compiled graph reads it");
   }
-  cpu_->run(inputs, outputs, symbols);
+  if (!on_cuda) {
+    cpu_->run(inputs, outputs, symbols);
+    return;
+  }
+#if LUMINAL_HAVE_CUDA
+  cuda_executor().run(inputs, outputs, symbols, *cuda);
+#else
+  fail("tensor on ", device_name(inputs.front().device),
+       ": this build of luminal has no CUDA engine (it was built without the CUDA toolkit headers)");
+#endif
 }
 
 std::string CompiledGraph::ir_text(bool optimized) const { return optimized ? graph_->to_string() : translated_text_; }
@@ -70,6 +107,15 @@ Stats CompiledGraph::stats() const {
   Stats s;
   s.ir_nodes = graph_->size();
   s.kernels = cpu_->kernel_count();
+#if LUMINAL_HAVE_CUDA
+  {
+    std::lock_guard<std::mutex> lock(cuda_mutex_);
+    if (cuda_) {
+      s.cuda_used = true;
+      s.cuda = cuda_->stats();
+    }
+  }
+#endif
   for (const ir::Node& node : graph_->nodes()) {
     s.matmuls += node.kind == ir::NodeKind::MatMul;
     s.inputs += node.kind == ir::NodeKind::Input;

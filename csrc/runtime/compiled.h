@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -13,26 +14,46 @@
 #include "runtime/symbols.h"
 #include "runtime/tensor.h"
 
+#if LUMINAL_HAVE_CUDA
+#include "runtime/cuda/executor.h"
+#endif
+
 namespace luminal::runtime {
 
 struct CompileOptions {
   std::vector<ir::InputRole> input_roles;  // by call position; missing: user input
   passes::OptimizeOptions optimize;
+  // Generate the CUDA module and compile it with NVRTC for this arch (e.g. "sm_90") at compile
+  // time, without running it: catches code generation errors on machines with no GPU.
+  std::string check_cuda_arch;
 };
+
+// What a CUDA call needs besides the tensors (stream, device, TF32, allocator); opaque when the
+// core is built without CUDA.
+#if LUMINAL_HAVE_CUDA
+using CudaCallContext = gpu::CallContext;
+#else
+struct CudaCallContext {};
+#endif
 
 struct OutputInfo {
   bool is_tensor = true;
   DType dtype = DType::F32;
   int mutated_input = -1;  // >= 0: write this output back into call input k
   std::string name;
+  std::string device;  // the export's device for this output ("cpu", "cuda:0", or empty)
 };
 
 struct Stats {
-  size_t ir_nodes = 0;         // after optimization
-  size_t kernels = 0;          // compute steps per call
+  size_t ir_nodes = 0;   // after optimization
+  size_t kernels = 0;    // CPU compute steps per call
   size_t matmuls = 0;
   size_t inputs = 0;
   size_t constants = 0;
+  bool cuda_used = false;
+#if LUMINAL_HAVE_CUDA
+  gpu::Stats cuda;
+#endif
 };
 
 class CompiledGraph {
@@ -49,9 +70,12 @@ class CompiledGraph {
   SymbolValues bind(const std::vector<TensorView>& inputs) const;
   std::vector<int64_t> output_shape(size_t k, const SymbolValues& symbols) const;
   int64_t int_output(size_t k, const SymbolValues& symbols) const;
-  // `outputs` has one view per output (integer outputs: an empty view).
+  // `outputs` has one view per output (integer outputs: an empty view). With a CUDA call context
+  // the graph runs on the CUDA engine (inputs and outputs on that device), else on the CPU.
   void run(const std::vector<TensorView>& inputs, const std::vector<TensorView>& outputs,
-           const SymbolValues& symbols) const;
+           const SymbolValues& symbols, const CudaCallContext* cuda = nullptr) const;
+  // The generated CUDA module (empty when CUDA is unavailable in this build).
+  std::string cuda_source() const;
 
   std::string ir_text(bool optimized = true) const;
   const ir::Graph& graph() const { return *graph_; }
@@ -64,6 +88,11 @@ class CompiledGraph {
   std::shared_ptr<const ir::Graph> graph_;
   std::vector<OutputInfo> outputs_;
   std::unique_ptr<cpu::Executor> cpu_;
+#if LUMINAL_HAVE_CUDA
+  gpu::Executor& cuda_executor() const;
+  mutable std::mutex cuda_mutex_;
+  mutable std::unique_ptr<gpu::Executor> cuda_;
+#endif
 };
 
 }  // namespace luminal::runtime

@@ -58,6 +58,18 @@ class DLRM(nn.Module):
         features = len(config.tables) + 1
         interactions = features * (features - 1) // 2
         self.top = mlp([interactions + dim, *config.top], final_sigmoid=config.final_sigmoid)
+        self.prebuilt_pairs = False
+
+    def use_prebuilt_pairs(self) -> DLRM:
+        """Keeps the pair indices in buffers instead of building them in forward (which a CUDA graph
+        capture of eager cannot do: it copies from the host)."""
+        features = len(self.config.tables) + 1
+        pairs = [(i, j) for i in range(features) for j in range(i)]
+        device = self.top[0].weight.device
+        self.register_buffer("li", torch.tensor([i for i, _ in pairs], device=device), persistent=False)
+        self.register_buffer("lj", torch.tensor([j for _, j in pairs], device=device), persistent=False)
+        self.prebuilt_pairs = True
+        return self
 
     def forward(self, dense: torch.Tensor, indices: list[torch.Tensor], offsets: list[torch.Tensor]) -> torch.Tensor:
         x = self.bottom(dense)
@@ -65,9 +77,12 @@ class DLRM(nn.Module):
         batch, dim = x.shape
         features = torch.cat([x, *pooled], dim=1).view(batch, -1, dim)
         z = torch.bmm(features, features.transpose(1, 2))
-        _, ni, nj = z.shape
-        li = torch.tensor([i for i in range(ni) for j in range(i)], device=z.device)
-        lj = torch.tensor([j for i in range(nj) for j in range(i)], device=z.device)
+        if self.prebuilt_pairs:
+            li, lj = self.li, self.lj
+        else:
+            _, ni, nj = z.shape
+            li = torch.tensor([i for i in range(ni) for j in range(i)], device=z.device)
+            lj = torch.tensor([j for i in range(nj) for j in range(i)], device=z.device)
         interactions = z[:, li, lj]
         return self.top(torch.cat([x, interactions], dim=1))
 

@@ -7,6 +7,7 @@ PT2 archive in memory and hands it to the C++ core, which translates it to its o
 and runs it. Parameters are passed by pointer on every call; they are never copied or serialized.
 """
 
+from luminal import _cuda_libraries  # noqa: F401  (registers where NVRTC and cuBLASLt live)
 from luminal._C import LuminalError
 from luminal.backend import CompiledFunction, compile_count, luminal_backend, reset_compile_count
 from luminal.pt2 import load

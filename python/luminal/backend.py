@@ -6,6 +6,7 @@ import contextlib
 import copy
 import inspect
 import io
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -80,21 +81,45 @@ def luminal_backend(
     unknown = sorted(set(settings) - _KNOWN_OPTIONS)
     if unknown:
         raise LuminalError(f"unknown luminal option(s) {unknown}; known options: {sorted(_KNOWN_OPTIONS)}")
-    _require_supported_devices(example_inputs)
     exported = export_graph(gm, example_inputs)
+    _dump_archive(exported)
     graph = _C.compile(exported.archive, list(exported.input_roles))
     with _state_lock:
         _compiles += 1
     return CompiledFunction(graph, exported)
 
 
-def _require_supported_devices(example_inputs: Sequence[Any]) -> None:
-    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
-    unsupported = devices - {"cpu"}
-    if unsupported:
-        raise LuminalError(
-            f"luminal cannot run graphs on {sorted(unsupported)} tensors yet: this build has the CPU engine only"
+def _dump_archive(exported: ExportedGraph) -> None:
+    """LUMINAL_DUMP_PT2=<dir>: keep every archive handed to the core (for bug reports)."""
+    directory = os.environ.get("LUMINAL_DUMP_PT2")
+    if not directory:
+        return
+    os.makedirs(directory, exist_ok=True)
+    with _state_lock:
+        index = len(os.listdir(directory))
+    path = os.path.join(directory, f"graph_{index:04d}.pt2")
+    with open(path, "wb") as f:
+        f.write(exported.archive)
+    with open(path + ".roles", "w") as f:
+        f.write(" ".join(exported.input_roles))
+
+
+def _require_one_device(names: list[str], tensors: list[torch.Tensor]) -> None:
+    # 0-d CPU tensors (Python scalars Dynamo passes as tensors) may sit next to CUDA tensors, as in
+    # eager; the core refuses them at run time only if the compiled graph actually reads them.
+    devices = {t.device for t in tensors if not (t.dim() == 0 and t.device.type == "cpu")} or {
+        t.device for t in tensors
+    }
+    if len(devices) > 1:
+        described = ", ".join(
+            f"{n}: {t.dtype} {tuple(t.shape)} on {t.device}" for n, t in zip(names, tensors, strict=True)
         )
+        raise LuminalError(f"luminal compiles graphs on one device; this graph's inputs are {described}")
+    unsupported = {d.type for d in devices} - {"cpu", "cuda"}
+    if unsupported:
+        raise LuminalError(f"luminal runs graphs on CPU and CUDA tensors, not on {sorted(unsupported)}")
+    if "cuda" in {d.type for d in devices} and not _C.has_cuda_engine():
+        raise LuminalError("this luminal was built without the CUDA toolkit headers: it has no CUDA engine")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -111,6 +136,11 @@ def export_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Exp
     roles: list[str] = []
     symbolic: list[tuple[torch.fx.Node, Any]] = []
     for position, (node, value) in enumerate(zip(placeholders, example_inputs, strict=True)):
+        if not node.users:
+            # Dynamo passes some values the graph never reads (e.g. module float attributes as
+            # 0-d CPU tensors under dynamic=True): they are not part of the compiled program.
+            gm.graph.erase_node(node)
+            continue
         if isinstance(value, torch.Tensor):
             tensor_positions.append(position)
             roles.append(_input_role(value))
@@ -122,7 +152,9 @@ def export_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Exp
                 "(luminal takes tensors and integer sizes)"
             )
     tensor_nodes = [placeholders[i] for i in tensor_positions]
+    _require_one_device([placeholders[i].name for i in tensor_positions], [example_inputs[i] for i in tensor_positions])
     _replace_integer_placeholders(gm, tensor_nodes, symbolic)
+    gm.recompile()
 
     args = tuple(example_inputs[i] for i in tensor_positions)
     dynamic_shapes = _dynamic_shapes(gm, tensor_nodes)

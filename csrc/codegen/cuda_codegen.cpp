@@ -1,0 +1,662 @@
+#include "codegen/cuda_codegen.h"
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <iomanip>
+#include <sstream>
+#include <algorithm>
+#include <cctype>
+#include <unordered_map>
+
+#include "common/error.h"
+#include "ir/simplify.h"
+
+namespace luminal::codegen {
+
+using ir::Expr;
+using ir::ExprOp;
+using ir::Node;
+using ir::NodeKind;
+
+namespace {
+
+// ------------------------------------------------------------------------------------------------
+// Types and literals
+// ------------------------------------------------------------------------------------------------
+
+// The C type a value of `dtype` has inside a kernel (f16/bf16 are computed as float).
+const char* value_type(DType dtype) {
+  switch (dtype) {
+    case DType::Bool: return "bool";
+    case DType::U8: return "unsigned char";
+    case DType::I8: return "signed char";
+    case DType::I16: return "short";
+    case DType::I32: return "int";
+    case DType::I64: return "lm_i64";
+    case DType::F16:
+    case DType::BF16:
+    case DType::F32: return "float";
+    case DType::F64: return "double";
+  }
+  return "?";
+}
+
+// The C type of an element in memory.
+const char* storage_type(DType dtype) {
+  switch (dtype) {
+    case DType::Bool:
+    case DType::U8: return "unsigned char";
+    case DType::F16:
+    case DType::BF16: return "unsigned short";
+    default: return value_type(dtype);
+  }
+}
+
+// The unsigned type used for wrap-around arithmetic of a signed integer type.
+// (32 bits for the narrow types too: their products must not overflow int after promotion.)
+const char* unsigned_type(DType dtype) { return dtype == DType::I64 ? "lm_u64" : "unsigned int"; }
+
+std::string hex_bits(uint64_t bits) {
+  std::ostringstream out;
+  out << "0x" << std::hex << bits;
+  return out.str();
+}
+
+std::string float_literal(double value, DType dtype) {
+  if (dtype == DType::F64) {
+    uint64_t bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    return "__longlong_as_double(" + hex_bits(bits) + "ull)";
+  }
+  const float f = static_cast<float>(value);
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return "__int_as_float(" + hex_bits(bits) + ")";
+}
+
+std::string int_literal(int64_t value, DType dtype) {
+  if (dtype == DType::Bool) return value ? "true" : "false";
+  if (value == INT64_MIN) return str_cat("((", value_type(dtype), ")(-9223372036854775807LL - 1))");
+  return str_cat("((", value_type(dtype), ")", value, "LL)");
+}
+
+std::string sanitize(const std::string& symbol) {
+  std::string out = "s_";
+  for (char c : symbol) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Kernel writer
+// ------------------------------------------------------------------------------------------------
+class KernelWriter {
+ public:
+  KernelWriter(const Node& node, const std::vector<OperandInfo>& operands) : node_(node), operands_(operands) {}
+
+  Kernel write() {
+    Kernel kernel;
+    kernel.outputs = ir::product(node_.shape);
+    if (node_.kind == NodeKind::Reduce) {
+      kernel.schedule = choose_reduce_schedule();
+    }
+    kernel.threads_per_output = kernel.schedule == Schedule::WarpPerOutput ? 32 : 1;
+
+    add_param(ParamKind::Output);
+    for (size_t slot = 0; slot < operands_.size(); ++slot) add_param(ParamKind::Input, static_cast<int>(slot));
+    add_param(ParamKind::ErrorFlag);
+    collect_symbols();
+    for (size_t slot = 0; slot < operands_.size(); ++slot) {
+      if (operands_[slot].layout != Layout::Strided) continue;
+      for (size_t d = 0; d < operands_[slot].shape.size(); ++d) {
+        add_param(ParamKind::InputStride, static_cast<int>(slot), static_cast<int>(d));
+      }
+    }
+
+    const std::string body = kernel.schedule == Schedule::Elementwise ? elementwise_body() : reduce_body(kernel.schedule);
+    const std::string params_struct = params_declaration();
+    // Name by content so that equal kernels share one compiled function.
+    const std::string text = params_struct + body;
+    kernel.name = str_cat("lm_", hex_bits(std::hash<std::string>{}(text)).substr(2));
+    kernel.source = replace_all(text, "LM_KERNEL", kernel.name);
+    kernel.params = params_;
+    return kernel;
+  }
+
+ private:
+  // ---- parameters ----
+  void add_param(ParamKind kind, int slot = -1, int dim = -1, std::string symbol = "") {
+    KernelParam p;
+    p.kind = kind;
+    p.slot = slot;
+    p.dim = dim;
+    p.symbol = std::move(symbol);
+    params_.push_back(std::move(p));
+  }
+
+  void collect_symbols() {
+    std::vector<std::string> names;
+    auto collect = [&](const Expr& e) { ir::collect_symbols(e, names); };
+    for (const Expr& dim : node_.shape) collect(dim);
+    if (node_.body) collect(node_.body);
+    for (const Expr& e : node_.reduce_extents) collect(e);
+    for (const OperandInfo& op : operands_) {
+      for (const Expr& dim : op.shape) collect(dim);
+    }
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    for (const std::string& name : names) add_param(ParamKind::Symbol, -1, -1, name);
+  }
+
+  std::string params_declaration() const {
+    std::ostringstream out;
+    out << "struct LM_KERNEL_params {\n";
+    for (size_t k = 0; k < params_.size(); ++k) {
+      const KernelParam& p = params_[k];
+      switch (p.kind) {
+        case ParamKind::Output: out << "  " << storage_type(node_.dtype) << "* out;\n"; break;
+        case ParamKind::Input:
+          out << "  const " << storage_type(operands_[p.slot].dtype) << "* __restrict__ in" << p.slot << ";\n";
+          break;
+        case ParamKind::ErrorFlag: out << "  lm_i64* error;\n"; break;
+        case ParamKind::Symbol: out << "  lm_i64 " << sanitize(p.symbol) << ";\n"; break;
+        case ParamKind::InputStride: out << "  lm_i64 stride" << p.slot << "_" << p.dim << ";\n"; break;
+      }
+    }
+    out << "};\n";
+    return out.str();
+  }
+
+  // ---- shape expressions (i64, symbols only) ----
+  std::string shape_code(const Expr& e) const {
+    switch (e->op) {
+      case ExprOp::Const: return str_cat(e->int_value, "LL");
+      case ExprOp::Symbol: return "p." + sanitize(e->symbol);
+      case ExprOp::Add: return str_cat("(", shape_code(e->args[0]), " + ", shape_code(e->args[1]), ")");
+      case ExprOp::Mul: return str_cat("(", shape_code(e->args[0]), " * ", shape_code(e->args[1]), ")");
+      case ExprOp::FloorDiv:
+        return str_cat("lm_floordiv_s(", shape_code(e->args[0]), ", ", shape_code(e->args[1]), ")");
+      case ExprOp::Mod: return str_cat("lm_mod_s(", shape_code(e->args[0]), ", ", shape_code(e->args[1]), ")");
+      case ExprOp::Max: return str_cat("max(", shape_code(e->args[0]), ", ", shape_code(e->args[1]), ")");
+      case ExprOp::Min: return str_cat("min(", shape_code(e->args[0]), ", ", shape_code(e->args[1]), ")");
+      default: fail("internal error: cannot emit shape expression ", ir::to_string(e));
+    }
+  }
+
+  // Element strides of input `slot`, one C expression per dimension.
+  std::vector<std::string> operand_strides(int slot) const {
+    const OperandInfo& op = operands_.at(slot);
+    std::vector<std::string> strides(op.shape.size());
+    switch (op.layout) {
+      case Layout::Strided:
+        for (size_t d = 0; d < strides.size(); ++d) strides[d] = str_cat("p.stride", slot, "_", d);
+        break;
+      case Layout::Fixed:
+        for (size_t d = 0; d < strides.size(); ++d) strides[d] = str_cat(op.fixed_strides.at(d), "LL");
+        break;
+      case Layout::Contiguous: {
+        Expr stride = ir::int_const(1);
+        for (size_t d = strides.size(); d-- > 0;) {
+          strides[d] = shape_code(ir::simplify(stride, {}));
+          stride = ir::mul(stride, op.shape[d]);
+        }
+        break;
+      }
+    }
+    return strides;
+  }
+
+  // ---- expressions (SSA statements) ----
+  struct Scope {
+    std::unordered_map<Expr, std::string, ir::ExprHash, ir::ExprEqual> names;  // structural CSE
+    std::ostringstream code;
+    int indent = 2;
+  };
+
+  // Does `e` depend on a reduction variable? (such values are computed inside the loop)
+  bool varies_in_loop(const Expr& e) {
+    if (auto it = varies_.find(e.get()); it != varies_.end()) return it->second;
+    bool varies = e->op == ExprOp::ReduceVar;
+    for (const Expr& arg : e->args) varies = varies || varies_in_loop(arg);
+    varies_.emplace(e.get(), varies);
+    return varies;
+  }
+
+  std::string fresh() { return str_cat("v", counter_++); }
+
+  void line(Scope& scope, const std::string& text) { scope.code << std::string(scope.indent, ' ') << text << "\n"; }
+
+  // Emits `e` into `inner` (or `outer`, when it does not vary in the loop) and returns its name.
+  std::string emit(const Expr& e, Scope& outer, Scope* inner) {
+    Scope& scope = (inner && varies_in_loop(e)) ? *inner : outer;
+    if (auto it = outer.names.find(e); it != outer.names.end()) return it->second;
+    if (inner) {
+      if (auto it = inner->names.find(e); it != inner->names.end()) return it->second;
+    }
+    const std::string value = value_code(e, outer, inner);
+    // Variables, symbols and literals are used in place; everything else gets a name.
+    if (e->op == ExprOp::LoopVar || e->op == ExprOp::ReduceVar || e->op == ExprOp::Symbol || e->op == ExprOp::Const) {
+      scope.names.emplace(e, value);
+      return value;
+    }
+    const std::string name = fresh();
+    line(scope, str_cat("const ", value_type(e->dtype), " ", name, " = ", value, ";"));
+    scope.names.emplace(e, name);
+    return name;
+  }
+
+  std::string rounding(DType dtype, const std::string& value) const {
+    if (dtype == DType::F16) return "lm_round_h(" + value + ")";
+    if (dtype == DType::BF16) return "lm_round_bf(" + value + ")";
+    return value;
+  }
+
+  std::string value_code(const Expr& e, Scope& outer, Scope* inner) {
+    auto arg = [&](size_t k) { return emit(e->args[k], outer, inner); };
+    const DType t = e->dtype;
+    const bool is_double = t == DType::F64;
+    const std::string f = is_double ? "" : "f";  // math function suffix
+    switch (e->op) {
+      case ExprOp::Const:
+        return is_floating(t) ? rounding(t, float_literal(e->float_value, t)) : int_literal(e->int_value, t);
+      case ExprOp::LoopVar: return str_cat("i", e->index);
+      case ExprOp::ReduceVar: return str_cat("r", e->index);
+      case ExprOp::Symbol: return "p." + sanitize(e->symbol);
+      case ExprOp::Load: return load_code(e, outer, inner);
+      case ExprOp::CheckIndex: {
+        const std::string mask = e->masked ? arg(2) : "true";
+        uses_checks_ = true;
+        return str_cat("lm_check(", arg(0), ", ", arg(1), ", ", mask, ", p.error, lm_ok)");
+      }
+      case ExprOp::Cast: return cast_code(e->args[0]->dtype, t, arg(0));
+      case ExprOp::Where: return str_cat("(", arg(0), " ? ", arg(1), " : ", arg(2), ")");
+      case ExprOp::IsNan:
+        return is_floating(e->args[0]->dtype) ? str_cat("(", arg(0), " != ", arg(0), ")") : std::string("false");
+      default: break;
+    }
+    if (ir::is_comparison_op(e->op)) {
+      static const std::unordered_map<int, const char*> symbols = {
+          {static_cast<int>(ExprOp::Eq), "=="}, {static_cast<int>(ExprOp::Ne), "!="},
+          {static_cast<int>(ExprOp::Lt), "<"},  {static_cast<int>(ExprOp::Le), "<="},
+          {static_cast<int>(ExprOp::Gt), ">"},  {static_cast<int>(ExprOp::Ge), ">="}};
+      return str_cat("(", arg(0), " ", symbols.at(static_cast<int>(e->op)), " ", arg(1), ")");
+    }
+    if (is_floating(t)) return rounding(t, float_op(e, f, is_double, arg));
+    return int_op(e, arg);
+  }
+
+  template <typename Arg>
+  std::string float_op(const Expr& e, const std::string& f, bool is_double, Arg&& arg) {
+    const std::string one = is_double ? "1.0" : "1.0f";
+    const std::string zero = is_double ? "0.0" : "0.0f";
+    const std::string sfx = is_double ? "d" : "f";
+    switch (e->op) {
+      case ExprOp::Neg: return "(-" + arg(0) + ")";
+      case ExprOp::Abs: return str_cat("fabs", f, "(", arg(0), ")");
+      case ExprOp::Relu: return str_cat("(", arg(0), " < ", zero, " ? ", zero, " : ", arg(0), ")");
+      case ExprOp::Sigmoid: return str_cat("(", one, " / (", one, " + exp", f, "(-", arg(0), ")))");
+      case ExprOp::Tanh: return str_cat("tanh", f, "(", arg(0), ")");
+      case ExprOp::Exp: return str_cat("exp", f, "(", arg(0), ")");
+      case ExprOp::Log: return str_cat("log", f, "(", arg(0), ")");
+      case ExprOp::Sqrt: return str_cat("sqrt", f, "(", arg(0), ")");
+      case ExprOp::Rsqrt: return str_cat("(", one, " / sqrt", f, "(", arg(0), "))");
+      case ExprOp::Recip: return str_cat("(", one, " / ", arg(0), ")");
+      case ExprOp::Sin: return str_cat("sin", f, "(", arg(0), ")");
+      case ExprOp::Cos: return str_cat("cos", f, "(", arg(0), ")");
+      case ExprOp::Erf: return str_cat("erf", f, "(", arg(0), ")");
+      case ExprOp::Floor: return str_cat("floor", f, "(", arg(0), ")");
+      case ExprOp::Ceil: return str_cat("ceil", f, "(", arg(0), ")");
+      case ExprOp::Trunc: return str_cat("trunc", f, "(", arg(0), ")");
+      case ExprOp::Round: return str_cat("rint", f, "(", arg(0), ")");
+      case ExprOp::Sign: return str_cat("lm_sign_", sfx, "(", arg(0), ")");
+      case ExprOp::Add: return str_cat("(", arg(0), " + ", arg(1), ")");
+      case ExprOp::Sub: return str_cat("(", arg(0), " - ", arg(1), ")");
+      case ExprOp::Mul: return str_cat("(", arg(0), " * ", arg(1), ")");
+      case ExprOp::Div: return str_cat("(", arg(0), " / ", arg(1), ")");
+      case ExprOp::Pow: return str_cat("pow", f, "(", arg(0), ", ", arg(1), ")");
+      case ExprOp::Max: return str_cat("lm_max_", sfx, "(", arg(0), ", ", arg(1), ")");
+      case ExprOp::Min: return str_cat("lm_min_", sfx, "(", arg(0), ", ", arg(1), ")");
+      case ExprOp::FloorDiv: return str_cat("floor", f, "(", arg(0), " / ", arg(1), ")");
+      case ExprOp::Mod: return str_cat("lm_pymod_", sfx, "(", arg(0), ", ", arg(1), ")");
+      default: fail("internal error: cannot emit ", ir::expr_op_name(e->op), " on ", dtype_name(e->dtype));
+    }
+  }
+
+  template <typename Arg>
+  std::string int_op(const Expr& e, Arg&& arg) {
+    const DType t = e->dtype;
+    const std::string type = value_type(t);
+    const std::string u = unsigned_type(t);
+    auto wrap = [&](const char* op) {
+      if (t == DType::Bool) return str_cat("((", arg(0), " ", op, " ", arg(1), ") != 0)");
+      if (t == DType::U8) return str_cat("((", type, ")(", arg(0), " ", op, " ", arg(1), "))");
+      return str_cat("((", type, ")((", u, ")", arg(0), " ", op, " (", u, ")", arg(1), "))");
+    };
+    switch (e->op) {
+      case ExprOp::Neg: return str_cat("((", type, ")(0u - (", u, ")", arg(0), "))");
+      case ExprOp::Abs: return str_cat("(", arg(0), " < 0 ? ((", type, ")(0u - (", u, ")", arg(0), ")) : ", arg(0), ")");
+      case ExprOp::Relu: return str_cat("(", arg(0), " < 0 ? (", type, ")0 : ", arg(0), ")");
+      case ExprOp::Sign: return str_cat("((", type, ")((", arg(0), " > 0) - (", arg(0), " < 0)))");
+      case ExprOp::Not: return str_cat("(!", arg(0), ")");
+      case ExprOp::BitNot:
+        return t == DType::Bool ? str_cat("(!", arg(0), ")") : str_cat("((", type, ")~", arg(0), ")");
+      case ExprOp::Floor:
+      case ExprOp::Ceil:
+      case ExprOp::Trunc:
+      case ExprOp::Round: return arg(0);
+      case ExprOp::Add: return wrap("+");
+      case ExprOp::Sub: return wrap("-");
+      case ExprOp::Mul: return t == DType::Bool ? str_cat("(", arg(0), " && ", arg(1), ")") : wrap("*");
+      case ExprOp::FloorDiv: return str_cat("((", type, ")lm_floordiv((lm_i64)", arg(0), ", (lm_i64)", arg(1), ", p.error))");
+      case ExprOp::Mod: return str_cat("((", type, ")lm_mod((lm_i64)", arg(0), ", (lm_i64)", arg(1), ", p.error))");
+      case ExprOp::Max: return str_cat("(", arg(0), " > ", arg(1), " ? ", arg(0), " : ", arg(1), ")");
+      case ExprOp::Min: return str_cat("(", arg(0), " < ", arg(1), " ? ", arg(0), " : ", arg(1), ")");
+      case ExprOp::BitAnd: return str_cat("((", type, ")(", arg(0), " & ", arg(1), "))");
+      case ExprOp::BitOr: return str_cat("((", type, ")(", arg(0), " | ", arg(1), "))");
+      case ExprOp::BitXor: return str_cat("((", type, ")(", arg(0), " ^ ", arg(1), "))");
+      case ExprOp::And: return str_cat("(", arg(0), " && ", arg(1), ")");
+      case ExprOp::Or: return str_cat("(", arg(0), " || ", arg(1), ")");
+      default: fail("internal error: cannot emit ", ir::expr_op_name(e->op), " on ", dtype_name(e->dtype));
+    }
+  }
+
+  std::string cast_code(DType from, DType to, const std::string& value) const {
+    if (from == to) return value;
+    if (to == DType::Bool) return str_cat("(", value, " != 0)");
+    if (is_floating(to)) {
+      if (is_floating(from) && from != DType::F64 && to != DType::F64) return rounding(to, value);  // f32-class
+      return rounding(to, str_cat("((", value_type(to), ")", value, ")"));
+    }
+    if (is_floating(from)) return str_cat("((", value_type(to), ")lm_f2i((double)", value, "))");
+    return str_cat("((", value_type(to), ")", value, ")");
+  }
+
+  std::string load_code(const Expr& e, Scope& outer, Scope* inner) {
+    const int slot = e->index;
+    const OperandInfo& op = operands_.at(slot);
+    const std::vector<std::string> strides = operand_strides(slot);
+    std::string offset;
+    for (size_t d = 0; d < e->load_rank(); ++d) {
+      const std::string index = emit(e->args[d], outer, inner);
+      const std::string term = strides[d] == "1LL" ? index : str_cat(index, " * ", strides[d]);
+      offset = offset.empty() ? term : str_cat(offset, " + ", term);
+    }
+    if (offset.empty()) offset = "0";
+    std::string read = str_cat("p.in", slot, "[", offset, "]");
+    switch (op.dtype) {
+      case DType::F16: read = "lm_h2f(" + read + ")"; break;
+      case DType::BF16: read = "lm_bf2f(" + read + ")"; break;
+      case DType::Bool: read = "(" + read + " != 0)"; break;
+      default: break;
+    }
+    std::string guard = uses_checks_ ? "lm_ok" : "";
+    if (e->masked) {
+      const std::string mask = emit(e->mask(), outer, inner);
+      guard = guard.empty() ? mask : str_cat(guard, " && ", mask);
+    }
+    if (guard.empty()) return read;
+    return str_cat("((", guard, ") ? ", read, " : (", value_type(e->dtype), ")0)");
+  }
+
+  // ---- kernel bodies ----
+  std::string unravel(const std::string& flat, int indent) const {
+    std::ostringstream out;
+    const std::string pad(indent, ' ');
+    out << pad << "lm_i64 lm_rest = " << flat << ";\n";
+    for (size_t d = node_.rank(); d-- > 0;) {
+      const std::string dim = shape_code(node_.shape[d]);
+      if (d == 0) {
+        out << pad << "const lm_i64 i0 = lm_rest;\n";
+      } else if (node_.shape[d]->is_int_const(1)) {
+        out << pad << "const lm_i64 i" << d << " = 0;\n";
+      } else {
+        out << pad << "const lm_i64 i" << d << " = lm_rest % " << dim << "; lm_rest /= " << dim << ";\n";
+      }
+    }
+    out << pad << "(void)lm_rest;\n";
+    return out.str();
+  }
+
+  std::string store_code(const std::string& value) const {
+    switch (node_.dtype) {
+      case DType::F16: return "lm_f2h(" + value + ")";
+      case DType::BF16: return "lm_f2bf(" + value + ")";
+      case DType::Bool: return "(unsigned char)(" + value + ")";
+      default: return value;
+    }
+  }
+
+  std::string elementwise_body() {
+    Scope scope;
+    scope.indent = 4;
+    const std::string result = emit(node_.body, scope, nullptr);
+    std::ostringstream out;
+    out << "extern \"C\" __global__ void __launch_bounds__(256) LM_KERNEL(const LM_KERNEL_params p) {\n";
+    out << "  const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(node_.shape), {})) << ";\n";
+    out << "  for (lm_i64 lm_flat = (lm_i64)blockIdx.x * blockDim.x + threadIdx.x; lm_flat < lm_n;"
+        << " lm_flat += (lm_i64)gridDim.x * blockDim.x) {\n";
+    out << "    bool lm_ok = true; (void)lm_ok;\n";
+    out << unravel("lm_flat", 4);
+    out << scope.code.str();
+    out << "    p.out[lm_flat] = " << store_code(result) << ";\n";
+    out << "  }\n}\n";
+    return out.str();
+  }
+
+  Schedule choose_reduce_schedule() const {
+    const bool ragged = !ir::is_shape_expr(node_.reduce_extents[0]);
+    if (ragged) return Schedule::ThreadPerOutput;
+    // A warp per output pays off when consecutive reduction steps read consecutive memory.
+    bool reduction_is_innermost = false;
+    ir::visit(node_.body, [&](const Expr& e) {
+      if (e->op != ExprOp::Load || e->load_rank() == 0) return;
+      const Expr& last = e->args[e->load_rank() - 1];
+      if (ir::contains_op(last, ExprOp::ReduceVar)) reduction_is_innermost = true;
+    });
+    return reduction_is_innermost ? Schedule::WarpPerOutput : Schedule::ThreadPerOutput;
+  }
+
+  struct Combine {
+    std::string acc_type, init, step;  // step uses `acc` and `val`
+  };
+
+  Combine combine_code() const {
+    const DType t = node_.dtype;
+    const bool floating = is_floating(t);
+    const std::string acc = floating ? (t == DType::F64 ? "double" : "float") : "lm_i64";
+    const std::string sfx = t == DType::F64 ? "d" : "f";
+    switch (node_.reduce_op) {
+      case ir::ReduceOp::Sum: return {acc, "0", "acc = acc + val;"};
+      case ir::ReduceOp::Prod: return {acc, "1", "acc = acc * val;"};
+      case ir::ReduceOp::Max:
+        if (floating) return {acc, "-__int_as_float(0x7f800000)", "acc = lm_max_" + sfx + "(acc, val);"};
+        return {acc, "(-9223372036854775807LL - 1)", "acc = acc > val ? acc : val;"};
+      case ir::ReduceOp::Min:
+        if (floating) return {acc, "__int_as_float(0x7f800000)", "acc = lm_min_" + sfx + "(acc, val);"};
+        return {acc, "9223372036854775807LL", "acc = acc < val ? acc : val;"};
+      case ir::ReduceOp::Any: return {acc, "0", "acc = (acc != 0 || val != 0);"};
+      case ir::ReduceOp::All: return {acc, "1", "acc = (acc != 0 && val != 0);"};
+    }
+    return {acc, "0", ""};
+  }
+
+  std::string warp_combine(const Combine& c) const {
+    // The same step, with `val` taken from another lane.
+    return str_cat("for (int lm_o = 16; lm_o > 0; lm_o >>= 1) { const ", c.acc_type,
+                   " val = __shfl_xor_sync(0xffffffffu, acc, lm_o); ", c.step, " }");
+  }
+
+  std::string reduce_body(Schedule schedule) {
+    const Combine c = combine_code();
+    const bool ragged = !ir::is_shape_expr(node_.reduce_extents[0]);
+    Scope outer, inner;
+    outer.indent = 4;
+    inner.indent = 6;
+    // Extents: static ones are products of shape expressions; a ragged one is evaluated per output.
+    std::string extent_code;
+    std::vector<std::string> static_extents;
+    if (ragged) {
+      extent_code = emit(node_.reduce_extents[0], outer, nullptr);
+    } else {
+      for (const Expr& extent : node_.reduce_extents) static_extents.push_back(shape_code(extent));
+      extent_code = shape_code(ir::simplify(ir::product(node_.reduce_extents), {}));
+    }
+    // Reduction variables from the flat reduction index lm_r.
+    std::ostringstream rvars;
+    {
+      const std::string pad(6, ' ');
+      if (ragged) {
+        rvars << pad << "const lm_i64 r0 = lm_r;\n";
+      } else {
+        rvars << pad << "lm_i64 lm_rr = lm_r;\n";
+        for (size_t d = static_extents.size(); d-- > 0;) {
+          if (d == 0) {
+            rvars << pad << "const lm_i64 r0 = lm_rr;\n";
+          } else {
+            rvars << pad << "const lm_i64 r" << d << " = lm_rr % " << static_extents[d] << "; lm_rr /= "
+                  << static_extents[d] << ";\n";
+          }
+        }
+        rvars << pad << "(void)lm_rr;\n";
+      }
+    }
+    const std::string value = emit(node_.body, outer, &inner);
+    const std::string cast_value = str_cat("(", c.acc_type, ")", value);
+
+    std::ostringstream out;
+    const bool warp = schedule == Schedule::WarpPerOutput;
+    out << "extern \"C\" __global__ void __launch_bounds__(256) LM_KERNEL(const LM_KERNEL_params p) {\n";
+    out << "  const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(node_.shape), {})) << ";\n";
+    if (warp) {
+      out << "  const int lm_lane = threadIdx.x & 31;\n";
+      out << "  const lm_i64 lm_first = ((lm_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;\n";
+      out << "  const lm_i64 lm_step = ((lm_i64)gridDim.x * blockDim.x) >> 5;\n";
+    } else {
+      out << "  const lm_i64 lm_first = (lm_i64)blockIdx.x * blockDim.x + threadIdx.x;\n";
+      out << "  const lm_i64 lm_step = (lm_i64)gridDim.x * blockDim.x;\n";
+    }
+    out << "  for (lm_i64 lm_flat = lm_first; lm_flat < lm_n; lm_flat += lm_step) {\n";
+    out << "    bool lm_ok = true; (void)lm_ok;\n";
+    out << unravel("lm_flat", 4);
+    out << outer.code.str();
+    out << "    const lm_i64 lm_extent = " << extent_code << ";\n";
+    out << "    " << c.acc_type << " acc = " << c.init << ";\n";
+    out << "    for (lm_i64 lm_r = " << (warp ? "lm_lane" : "0") << "; lm_r < lm_extent; lm_r += " << (warp ? "32" : "1")
+        << ") {\n";
+    out << rvars.str();
+    out << inner.code.str();
+    out << "      const " << c.acc_type << " val = " << cast_value << ";\n";
+    out << "      " << c.step << "\n";
+    out << "    }\n";
+    if (warp) {
+      out << "    " << warp_combine(c) << "\n";
+      out << "    if (lm_lane == 0) p.out[lm_flat] = " << store_code(str_cat("(", value_type(node_.dtype), ")acc")) << ";\n";
+    } else {
+      out << "    p.out[lm_flat] = " << store_code(str_cat("(", value_type(node_.dtype), ")acc")) << ";\n";
+    }
+    out << "  }\n}\n";
+    return out.str();
+  }
+
+  static std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+    for (size_t pos = text.find(from); pos != std::string::npos; pos = text.find(from, pos + to.size())) {
+      text.replace(pos, from.size(), to);
+    }
+    return text;
+  }
+
+  const Node& node_;
+  const std::vector<OperandInfo>& operands_;
+  std::vector<KernelParam> params_;
+  std::unordered_map<const ir::ExprNode*, bool> varies_;
+  int counter_ = 0;
+  bool uses_checks_ = false;
+};
+
+}  // namespace
+
+Kernel generate_kernel(const Node& node, const std::vector<OperandInfo>& operands) {
+  LUMINAL_CHECK(node.kind == NodeKind::Pointwise || node.kind == NodeKind::Reduce,
+                "internal error: no kernel for ", ir::node_kind_name(node.kind), " node ", node.origin);
+  LUMINAL_CHECK(operands.size() == node.inputs.size(), "internal error: operand info for ", node.origin);
+  try {
+    return KernelWriter(node, operands).write();
+  } catch (const Error& error) {
+    fail("CUDA code generation failed for ", node.origin, ": ", error.what());
+  }
+}
+
+const std::string& prelude() {
+  static const std::string text = R"(// luminal kernel prelude
+typedef long long lm_i64;
+typedef unsigned long long lm_u64;
+
+__device__ __forceinline__ float lm_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+__device__ __forceinline__ unsigned short lm_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__device__ __forceinline__ float lm_bf2f(unsigned short b) { return __uint_as_float(((unsigned int)b) << 16); }
+__device__ __forceinline__ unsigned short lm_f2bf(float f) {
+  unsigned int u = __float_as_uint(f);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0u) return (unsigned short)((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (unsigned short)(u >> 16);
+}
+__device__ __forceinline__ float lm_round_h(float f) { return lm_h2f(lm_f2h(f)); }
+__device__ __forceinline__ float lm_round_bf(float f) { return lm_bf2f(lm_f2bf(f)); }
+
+__device__ __forceinline__ float lm_max_f(float a, float b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
+__device__ __forceinline__ float lm_min_f(float a, float b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
+__device__ __forceinline__ double lm_max_d(double a, double b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
+__device__ __forceinline__ double lm_min_d(double a, double b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
+__device__ __forceinline__ float lm_sign_f(float x) { return x != x ? x : (float)((0.0f < x) - (x < 0.0f)); }
+__device__ __forceinline__ double lm_sign_d(double x) { return x != x ? x : (double)((0.0 < x) - (x < 0.0)); }
+__device__ __forceinline__ float lm_pymod_f(float a, float b) { float m = fmodf(a, b); if (m != 0.0f && ((b < 0.0f) != (m < 0.0f))) m += b; return m; }
+__device__ __forceinline__ double lm_pymod_d(double a, double b) { double m = fmod(a, b); if (m != 0.0 && ((b < 0.0) != (m < 0.0))) m += b; return m; }
+
+// NaN and out-of-range values convert to INT64_MIN, as on the CPU.
+__device__ __forceinline__ lm_i64 lm_f2i(double v) {
+  return (v > -9223372036854775808.0 && v < 9223372036854775808.0) ? (lm_i64)v : (lm_i64)0x8000000000000000ull;
+}
+
+// error record: [code, value, bound, unused]; the first error wins.
+__device__ __noinline__ void lm_report(lm_i64* error, lm_i64 code, lm_i64 value, lm_i64 bound) {
+  if (atomicCAS((unsigned long long*)error, 0ull, (unsigned long long)code) == 0ull) {
+    error[1] = value;
+    error[2] = bound;
+  }
+}
+__device__ __forceinline__ lm_i64 lm_check(lm_i64 index, lm_i64 bound, bool live, lm_i64* error, bool& ok) {
+  if (!live) return 0;
+  if (index < 0 || index >= bound) { lm_report(error, 1, index, bound); ok = false; return 0; }
+  return index;
+}
+__device__ __forceinline__ lm_i64 lm_floordiv(lm_i64 a, lm_i64 b, lm_i64* error) {
+  if (b == 0) { lm_report(error, 2, a, 0); return 0; }
+  if (b == -1) return (lm_i64)(0ull - (lm_u64)a);
+  const lm_i64 q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+__device__ __forceinline__ lm_i64 lm_mod(lm_i64 a, lm_i64 b, lm_i64* error) {
+  if (b == 0) { lm_report(error, 2, a, 0); return 0; }
+  if (b == -1) return 0;
+  const lm_i64 r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+// Shape arithmetic (divisors are positive sizes).
+__device__ __forceinline__ lm_i64 lm_floordiv_s(lm_i64 a, lm_i64 b) { const lm_i64 q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+__device__ __forceinline__ lm_i64 lm_mod_s(lm_i64 a, lm_i64 b) { const lm_i64 r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+)";
+  return text;
+}
+
+std::string module_source(const std::vector<Kernel>& kernels) {
+  std::string source = prelude();
+  std::vector<std::string> seen;
+  for (const Kernel& kernel : kernels) {
+    if (std::find(seen.begin(), seen.end(), kernel.name) != seen.end()) continue;
+    seen.push_back(kernel.name);
+    source += "\n" + kernel.source;
+  }
+  return source;
+}
+
+}  // namespace luminal::codegen

@@ -1,0 +1,78 @@
+// IR compute nodes -> CUDA C kernels (compiled at run time with NVRTC).
+//
+// Kernels follow the scalar semantics of the CPU interpreter exactly: f16/bf16 values are
+// computed in f32 and rounded after every op, signed integer arithmetic wraps, integer division
+// and modulo use floor semantics, max/min propagate NaN. A failed bounds check (or an integer
+// division by zero) records an error in a device flag and uses index 0, so no kernel ever reads
+// out of bounds; the host raises the error.
+//
+// Kernel sources name nothing after node ids, so identical computations produce identical text
+// (the cache key).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace luminal::codegen {
+
+// Kernel parameters are packed into one struct of 8-byte fields, in this order.
+enum class ParamKind : uint8_t {
+  Output,       // the node's output buffer
+  Input,        // pointer of input slot `slot`
+  ErrorFlag,    // int64[4] device error record
+  Symbol,       // value of shape symbol `symbol`
+  InputStride,  // run-time stride of input `slot`, dimension `dim` (elements)
+};
+
+struct KernelParam {
+  ParamKind kind;
+  int slot = -1;
+  int dim = -1;
+  std::string symbol;
+};
+
+// How an input slot's memory is laid out.
+enum class Layout : uint8_t {
+  Contiguous,  // row-major over its shape (strides follow from the shape's expressions)
+  Strided,     // strides arrive as kernel parameters (graph inputs)
+  Fixed,       // compile-time constant strides (constants)
+};
+
+struct OperandInfo {
+  DType dtype = DType::F32;
+  ir::Shape shape;
+  Layout layout = Layout::Contiguous;
+  std::vector<int64_t> fixed_strides;
+};
+
+enum class Schedule : uint8_t {
+  Elementwise,      // one thread per output element
+  ThreadPerOutput,  // reductions: one thread loops over the whole reduction
+  WarpPerOutput,    // reductions: a warp splits the reduction and combines with shuffles
+};
+
+struct Kernel {
+  std::string name;
+  std::string source;  // the kernel alone (the module adds the prelude)
+  std::vector<KernelParam> params;
+  Schedule schedule = Schedule::Elementwise;
+  ir::Expr outputs;   // number of output elements (a shape expression)
+  int threads_per_output = 1;
+  int block_size = 256;
+};
+
+// Error codes written into the device error record.
+enum class DeviceError : int64_t { None = 0, IndexOutOfBounds = 1, DivisionByZero = 2 };
+
+Kernel generate_kernel(const ir::Node& node, const std::vector<OperandInfo>& operands);
+
+// Helper definitions every kernel relies on (no #includes: NVRTC needs no headers).
+const std::string& prelude();
+
+// One module source for several kernels.
+std::string module_source(const std::vector<Kernel>& kernels);
+
+}  // namespace luminal::codegen

@@ -1,0 +1,122 @@
+// The CUDA driver API, NVRTC and cuBLASLt, loaded at run time with dlopen.
+//
+// Nothing links against CUDA: the package imports and runs on machines without a GPU, a driver
+// or the toolkit. Libraries that torch already loaded are preferred (RTLD_NOLOAD), then the
+// directories registered with add_library_dirs() (torch's bundled NVIDIA libraries), then the
+// default search path. Every call is checked; failures raise luminal::Error naming the call.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <cublasLt.h>
+#include <cuda.h>
+#include <nvrtc.h>
+
+namespace luminal::cuda {
+
+void add_library_dirs(const std::vector<std::string>& dirs);
+
+#define LUMINAL_DRIVER_FUNCTIONS(X)    \
+  X(cuInit)                            \
+  X(cuGetErrorName)                    \
+  X(cuGetErrorString)                  \
+  X(cuDriverGetVersion)                \
+  X(cuDeviceGet)                       \
+  X(cuDeviceGetAttribute)              \
+  X(cuDevicePrimaryCtxRetain)          \
+  X(cuCtxGetCurrent)                   \
+  X(cuCtxSetCurrent)                   \
+  X(cuCtxGetDevice)                    \
+  X(cuModuleLoadData)                  \
+  X(cuModuleUnload)                    \
+  X(cuModuleGetFunction)               \
+  X(cuFuncSetAttribute)                \
+  X(cuLaunchKernel)                    \
+  X(cuMemAlloc)                        \
+  X(cuMemFree)                         \
+  X(cuMemAllocHost)                    \
+  X(cuMemFreeHost)                     \
+  X(cuMemcpyHtoD)                      \
+  X(cuMemcpyHtoDAsync)                 \
+  X(cuMemcpyDtoHAsync)                 \
+  X(cuMemsetD8Async)                   \
+  X(cuStreamCreate)                    \
+  X(cuStreamDestroy)                   \
+  X(cuStreamSynchronize)               \
+  X(cuStreamWaitEvent)                 \
+  X(cuStreamBeginCapture)              \
+  X(cuStreamEndCapture)                \
+  X(cuStreamIsCapturing)               \
+  X(cuEventCreate)                     \
+  X(cuEventDestroy)                    \
+  X(cuEventRecord)                     \
+  X(cuEventQuery)                      \
+  X(cuEventSynchronize)                \
+  X(cuGraphCreate)                     \
+  X(cuGraphDestroy)                    \
+  X(cuGraphAddKernelNode)              \
+  X(cuGraphAddChildGraphNode)          \
+  X(cuGraphAddMemcpyNode)              \
+  X(cuGraphInstantiateWithFlags)       \
+  X(cuGraphExecDestroy)                \
+  X(cuGraphExecKernelNodeSetParams)    \
+  X(cuGraphLaunch)
+
+#define LUMINAL_NVRTC_FUNCTIONS(X) \
+  X(nvrtcGetErrorString)           \
+  X(nvrtcVersion)                  \
+  X(nvrtcCreateProgram)            \
+  X(nvrtcDestroyProgram)           \
+  X(nvrtcCompileProgram)           \
+  X(nvrtcGetProgramLogSize)        \
+  X(nvrtcGetProgramLog)            \
+  X(nvrtcGetCUBINSize)             \
+  X(nvrtcGetCUBIN)
+
+#define LUMINAL_CUBLASLT_FUNCTIONS(X)     \
+  X(cublasLtCreate)                       \
+  X(cublasLtDestroy)                      \
+  X(cublasLtGetVersion)                   \
+  X(cublasLtMatmulDescCreate)             \
+  X(cublasLtMatmulDescDestroy)            \
+  X(cublasLtMatmulDescSetAttribute)       \
+  X(cublasLtMatrixLayoutCreate)           \
+  X(cublasLtMatrixLayoutDestroy)          \
+  X(cublasLtMatrixLayoutSetAttribute)     \
+  X(cublasLtMatmulPreferenceCreate)       \
+  X(cublasLtMatmulPreferenceDestroy)      \
+  X(cublasLtMatmulPreferenceSetAttribute) \
+  X(cublasLtMatmulAlgoGetHeuristic)       \
+  X(cublasLtMatmul)
+
+#define LUMINAL_DECLARE_POINTER(name) decltype(&::name) name = nullptr;
+
+struct DriverApi {
+  LUMINAL_DRIVER_FUNCTIONS(LUMINAL_DECLARE_POINTER)
+};
+struct NvrtcApi {
+  LUMINAL_NVRTC_FUNCTIONS(LUMINAL_DECLARE_POINTER)
+};
+struct CublasLtApi {
+  LUMINAL_CUBLASLT_FUNCTIONS(LUMINAL_DECLARE_POINTER)
+};
+
+#undef LUMINAL_DECLARE_POINTER
+
+// Each raises luminal::Error saying what is missing when the library cannot be loaded.
+const DriverApi& driver();
+const NvrtcApi& nvrtc();
+const CublasLtApi& cublaslt();
+
+// True when the driver loads and reports at least one device (never raises).
+bool device_available();
+
+// Raise luminal::Error naming the call and the library's error text.
+void check(CUresult result, const char* call);
+void check(nvrtcResult result, const char* call);
+void check(cublasStatus_t status, const char* call);
+
+}  // namespace luminal::cuda
+
+#define LUMINAL_CU(call) ::luminal::cuda::check((call), #call)

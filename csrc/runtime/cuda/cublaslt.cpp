@@ -1,0 +1,145 @@
+#include "runtime/cuda/cublaslt.h"
+
+#include <algorithm>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "common/error.h"
+
+namespace luminal::cuda {
+
+namespace {
+
+// One cuBLASLt handle per process (cuBLASLt handles are not tied to a device or stream).
+cublasLtHandle_t handle() {
+  static std::once_flag once;
+  static cublasLtHandle_t h = nullptr;
+  std::call_once(once, [] { check(cublaslt().cublasLtCreate(&h), "cublasLtCreate"); });
+  return h;
+}
+
+cudaDataType_t data_type(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return CUDA_R_32F;
+    case DType::F64: return CUDA_R_64F;
+    case DType::F16: return CUDA_R_16F;
+    case DType::BF16: return CUDA_R_16BF;
+    default: fail("cuBLASLt matmul on ", dtype_name(dtype), " is not supported");
+  }
+}
+
+// An operand as a column-major matrix with an op: cuBLASLt's native view of row-major data.
+struct ColumnMajor {
+  cublasOperation_t op;
+  uint64_t rows, cols;  // of the stored (pre-op) matrix
+  int64_t ld;
+};
+
+// out (row-major m x n) is column-major n x m, so out^T = b^T a^T: A' = b^T (n x k), B' = a^T
+// (k x m). A row-major [r, c] view with col_stride 1 is stored column-major c x r (ld row_stride),
+// so op N yields its transpose; with row_stride 1 it is column-major r x c (ld col_stride) and op T
+// yields the transpose. Other layouts (overlapping rows, broadcast dims) are not BLAS-compatible.
+std::optional<ColumnMajor> transposed(const MatrixOperand& x, int64_t rows, int64_t cols) {
+  if (x.col_stride == 1 && (rows == 1 || x.row_stride >= cols)) {
+    return ColumnMajor{CUBLAS_OP_N, static_cast<uint64_t>(cols), static_cast<uint64_t>(rows),
+                       std::max<int64_t>(x.row_stride, cols)};
+  }
+  if (x.row_stride == 1 && (cols == 1 || x.col_stride >= rows)) {
+    return ColumnMajor{CUBLAS_OP_T, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols),
+                       std::max<int64_t>(x.col_stride, rows)};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool blas_compatible(const MatrixOperand& x, int64_t rows, int64_t cols) { return transposed(x, rows, cols).has_value(); }
+
+struct Matmul::Descriptors {
+  cublasLtMatmulDesc_t matmul = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  double alpha_d = 1.0, beta_d = 0.0;
+  float alpha_f = 1.0f, beta_f = 0.0f;
+  bool double_scale = false;
+
+  ~Descriptors() {
+    const CublasLtApi& api = cublaslt();
+    if (preference) api.cublasLtMatmulPreferenceDestroy(preference);
+    if (c) api.cublasLtMatrixLayoutDestroy(c);
+    if (b) api.cublasLtMatrixLayoutDestroy(b);
+    if (a) api.cublasLtMatrixLayoutDestroy(a);
+    if (matmul) api.cublasLtMatmulDescDestroy(matmul);
+  }
+};
+
+Matmul::Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOperand& b)
+    : d_(std::make_unique<Descriptors>()), a_(a), b_(b) {
+  const std::optional<ColumnMajor> ta = transposed(b, shape.k, shape.n);  // b^T
+  const std::optional<ColumnMajor> tb = transposed(a, shape.m, shape.k);  // a^T
+  LUMINAL_CHECK(ta && tb, "internal error: matmul operand layout is not BLAS-compatible");
+  const ColumnMajor& ca = *ta;
+  const ColumnMajor& cb = *tb;
+  const CublasLtApi& api = cublaslt();
+  const cudaDataType_t type = data_type(shape.dtype);
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  cudaDataType_t scale = CUDA_R_32F;
+  if (shape.dtype == DType::F64) {
+    compute = CUBLAS_COMPUTE_64F;
+    scale = CUDA_R_64F;
+    d_->double_scale = true;
+  } else if (shape.dtype == DType::F32 && shape.allow_tf32) {
+    compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  }
+  // Column-major problem: D' (n x m) = op(A') (n x k) * op(B') (k x m), A' from b, B' from a.
+  check(api.cublasLtMatmulDescCreate(&d_->matmul, compute, scale), "cublasLtMatmulDescCreate");
+  check(api.cublasLtMatmulDescSetAttribute(d_->matmul, CUBLASLT_MATMUL_DESC_TRANSA, &ca.op, sizeof ca.op),
+        "cublasLtMatmulDescSetAttribute(TRANSA)");
+  check(api.cublasLtMatmulDescSetAttribute(d_->matmul, CUBLASLT_MATMUL_DESC_TRANSB, &cb.op, sizeof cb.op),
+        "cublasLtMatmulDescSetAttribute(TRANSB)");
+  check(api.cublasLtMatrixLayoutCreate(&d_->a, type, ca.rows, ca.cols, ca.ld), "cublasLtMatrixLayoutCreate(A)");
+  check(api.cublasLtMatrixLayoutCreate(&d_->b, type, cb.rows, cb.cols, cb.ld), "cublasLtMatrixLayoutCreate(B)");
+  check(api.cublasLtMatrixLayoutCreate(&d_->c, type, static_cast<uint64_t>(shape.n), static_cast<uint64_t>(shape.m),
+                                       shape.n),
+        "cublasLtMatrixLayoutCreate(C)");
+  if (shape.batch > 1) {
+    const int32_t count = static_cast<int32_t>(shape.batch);
+    const int64_t strides[3] = {b.batch_stride, a.batch_stride, shape.m * shape.n};
+    cublasLtMatrixLayout_t layouts[3] = {d_->a, d_->b, d_->c};
+    for (int i = 0; i < 3; ++i) {
+      check(api.cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
+            "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)");
+      check(api.cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &strides[i],
+                                                 sizeof strides[i]),
+            "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)");
+    }
+  }
+  check(api.cublasLtMatmulPreferenceCreate(&d_->preference), "cublasLtMatmulPreferenceCreate");
+  const uint64_t max_workspace = 32ull << 20;
+  check(api.cublasLtMatmulPreferenceSetAttribute(d_->preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                 &max_workspace, sizeof max_workspace),
+        "cublasLtMatmulPreferenceSetAttribute");
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  check(api.cublasLtMatmulAlgoGetHeuristic(handle(), d_->matmul, d_->a, d_->b, d_->c, d_->c, d_->preference, 1,
+                                           &result, &found),
+        "cublasLtMatmulAlgoGetHeuristic");
+  LUMINAL_CHECK(found > 0, "cuBLASLt has no algorithm for ", dtype_name(shape.dtype), " matmul [", shape.batch, ", ",
+                shape.m, ", ", shape.k, "] @ [", shape.k, ", ", shape.n, "]");
+  d_->algo = result.algo;
+  workspace_bytes_ = result.workspaceSize;
+}
+
+Matmul::~Matmul() = default;
+
+void Matmul::run(void* out, void* workspace, CUstream stream) const {
+  const void* alpha = d_->double_scale ? static_cast<const void*>(&d_->alpha_d) : &d_->alpha_f;
+  const void* beta = d_->double_scale ? static_cast<const void*>(&d_->beta_d) : &d_->beta_f;
+  check(cublaslt().cublasLtMatmul(handle(), d_->matmul, alpha, b_.data, d_->a, a_.data, d_->b, beta, out, d_->c, out,
+                                  d_->c, &d_->algo, workspace, workspace_bytes_, stream),
+        "cublasLtMatmul");
+}
+
+}  // namespace luminal::cuda

@@ -1,0 +1,45 @@
+// Matrix products on cuBLASLt: row-major strided operands, optional batch, f32/f64/f16/bf16.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "common/dtype.h"
+#include "runtime/cuda/api.h"
+
+namespace luminal::cuda {
+
+// A row-major view [batch, rows, cols]: one of row_stride/col_stride must be 1.
+struct MatrixOperand {
+  const void* data = nullptr;
+  int64_t batch_stride = 0, row_stride = 0, col_stride = 0;
+};
+
+struct MatmulShape {
+  DType dtype = DType::F32;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool allow_tf32 = false;
+};
+
+// True when cuBLASLt can read a [rows, cols] operand in this layout without a copy.
+bool blas_compatible(const MatrixOperand& operand, int64_t rows, int64_t cols);
+
+// A prepared out[b] = a[b] @ b[b] (out contiguous [batch, m, n]), enqueued with run().
+class Matmul {
+ public:
+  Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOperand& b);
+  ~Matmul();
+  Matmul(const Matmul&) = delete;
+  Matmul& operator=(const Matmul&) = delete;
+
+  size_t workspace_bytes() const { return workspace_bytes_; }
+  void run(void* out, void* workspace, CUstream stream) const;
+
+ private:
+  struct Descriptors;
+  std::unique_ptr<Descriptors> d_;
+  MatrixOperand a_, b_;
+  size_t workspace_bytes_ = 0;
+};
+
+}  // namespace luminal::cuda

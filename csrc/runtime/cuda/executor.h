@@ -1,0 +1,102 @@
+// The CUDA engine: generated kernels (NVRTC) and cuBLASLt matmuls, replayed as one CUDA graph.
+//
+// Per graph: one CUDA module holding every kernel. Per shape binding (and stream and TF32
+// setting): an instance with launch configurations, an arena of intermediates planned by
+// liveness, cuBLASLt plans, and an instantiated CUDA graph. Every call launches that graph once
+// on the caller's stream; when the caller's input or output pointers change, only the kernel
+// nodes that read or write them get new parameters. Library calls only ever see arena and
+// weight memory, so their captured child graphs never need updates.
+//
+// Device-side errors (an out-of-range index) are recorded in a device flag, exported to pinned
+// host memory at the end of every replay, and raised by the first later call that finds the
+// replay finished (or by the same call under LUMINAL_SYNC_CHECK=1). No call blocks on the GPU.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "codegen/cuda_codegen.h"
+#include "ir/graph.h"
+#include "passes/passes.h"
+#include "runtime/symbols.h"
+#include "runtime/tensor.h"
+
+namespace luminal::runtime::gpu {
+
+// Device memory from the caller's allocator (torch's caching allocator in the bindings). The
+// memory stays valid while the returned handle lives.
+class DeviceAllocator {
+ public:
+  virtual ~DeviceAllocator() = default;
+  virtual std::shared_ptr<void> allocate(size_t bytes, int device) = 0;
+};
+
+struct CallContext {
+  void* stream = nullptr;  // CUstream; nullptr is the legacy default stream
+  int device = 0;
+  bool allow_tf32 = false;
+  DeviceAllocator* allocator = nullptr;
+};
+
+struct Stats {
+  size_t kernels = 0;            // generated kernels in the module
+  size_t library_calls = 0;      // cuBLASLt matmuls per call
+  size_t graph_nodes = 0;        // nodes of the replayed CUDA graph (last instance)
+  size_t launches_per_call = 1;  // graph launches per call
+  size_t staging_copies = 0;     // copies added so that library calls see stable memory
+  size_t bytes_per_call = 0;     // bytes read and written by the steps (estimate, last instance)
+  size_t instances = 0;          // shape/stream/precision variants built so far
+  size_t graph_builds = 0;
+  size_t pointer_updates = 0;    // kernel-node parameter updates, cumulative
+  size_t calls = 0;
+};
+
+class Executor {
+ public:
+  explicit Executor(std::shared_ptr<const ir::Graph> graph);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // `outputs` has one view per graph output (integer outputs: an empty view), allocated by the
+  // caller on the same device.
+  void run(const std::vector<TensorView>& inputs, const std::vector<TensorView>& outputs, const SymbolValues& symbols,
+           const CallContext& context);
+
+  Stats stats() const;
+  // The CUDA source of the module (prelude and every kernel).
+  const std::string& module_source() const { return module_source_; }
+
+ private:
+  struct Step;
+  struct Instance;
+  struct DeviceState;
+
+  void plan();
+  Instance& instance_for(const SymbolValues& symbols, const CallContext& context,
+                         const std::vector<TensorView>& inputs);
+  std::unique_ptr<Instance> build_instance(const SymbolValues& symbols, const CallContext& context,
+                                           const std::vector<TensorView>& inputs);
+  void raise_pending_errors(Instance& instance, bool wait);
+
+  std::shared_ptr<const ir::Graph> graph_;
+  std::vector<codegen::Kernel> kernels_;
+  std::vector<Step> steps_;
+  std::string module_source_;
+  size_t staging_copies_ = 0;
+
+  mutable std::mutex mutex_;
+  std::unique_ptr<DeviceState> device_;  // module and constants, on the first device used
+  std::map<std::string, std::unique_ptr<Instance>> instances_;
+  Stats stats_;
+};
+
+// Generates the CUDA module for `graph` and compiles it with NVRTC for `arch` (no GPU needed):
+// the check CI runs over every graph the test suite compiles. Returns the module source.
+std::string check_codegen(const ir::Graph& graph, const std::string& arch);
+
+}  // namespace luminal::runtime::gpu

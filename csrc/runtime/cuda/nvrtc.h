@@ -1,0 +1,17 @@
+// Run-time compilation of generated CUDA C with NVRTC, with in-memory and on-disk caches.
+#pragma once
+
+#include <string>
+
+namespace luminal::cuda {
+
+// Compiles `source` for `arch` (e.g. "sm_90") to a cubin. Results are cached in memory and, unless
+// LUMINAL_CACHE_DIR is set to an empty string, on disk under LUMINAL_CACHE_DIR
+// (default: $XDG_CACHE_HOME/luminal or ~/.cache/luminal), keyed by source, arch and NVRTC version.
+// Raises luminal::Error with the compiler log on failure.
+std::string compile_to_cubin(const std::string& source, const std::string& arch);
+
+// NVRTC's version as "major.minor" (raises when NVRTC cannot be loaded).
+std::string nvrtc_version();
+
+}  // namespace luminal::cuda

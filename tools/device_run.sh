@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Build luminal on a lent GPU machine and run what is asked, logging under $OUT (see
+# ../shared/gpu/README.md for the recipe; the Debian packages travel in .gpu-deps).
+#   tools/device_run.sh build          build only
+#   tools/device_run.sh test [ARGS]    build, then pytest on CUDA (ARGS go to pytest)
+#   tools/device_run.sh bench [ARGS]   build, then benchmarks/dlrm_bench.py ARGS
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+source .gpu-deps/env.sh
+# The image's default CXX (/opt/gcc) links libstdc++ statically, which torch extensions must not.
+export CC=/usr/bin/gcc CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+python3 -c 'import torch; print(torch.__version__, torch.cuda.is_available(), torch.cuda.get_device_name())' >> "$OUT/gpu.txt" 2>&1
+cat "$OUT/gpu.txt"
+start=$(date +%s)
+python3 -m pip install --no-build-isolation --no-deps -q . -Cbuild-dir=build/gpu -Ccmake.build-type=Release \
+  > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+echo "build: $(( $(date +%s) - start )) s"
+what=${1:-build}
+shift || true
+case "$what" in
+  build) ;;
+  test)
+    python3 -m pytest -q -p no:cacheprovider -k cuda "${@:-tests}" > "$OUT/test.log" 2>&1
+    status=$?
+    grep -E "passed|failed" "$OUT/test.log" | tail -1
+    grep -E "^(FAILED|ERROR)" "$OUT/test.log" | head -40
+    exit $status ;;
+  bench)
+    python3 benchmarks/dlrm_bench.py --json "$OUT/bench.json" "$@" 2>&1 | tee "$OUT/bench.log" | tail -40 ;;
+  *) echo "unknown: $what"; exit 2 ;;
+esac
