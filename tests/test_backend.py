@@ -126,7 +126,7 @@ def test_parameters_are_not_serialized() -> None:
 
 
 def test_ir_and_stats_are_exposed(device: str) -> None:
-    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    model = torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.ReLU())  # large enough for a library matmul
     captured = []
 
     def backend(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]):
@@ -134,12 +134,12 @@ def test_ir_and_stats_are_exposed(device: str) -> None:
         captured.append(compiled)
         return compiled
 
-    torch.compile(model, backend=backend)(rand(2, 4))
+    torch.compile(model, backend=backend)(rand(2, 64))
     text = captured[0].ir()
-    assert "matmul" in text and "relu" in text
+    assert "matmul" in text and "+ bias, relu" in text  # bias and ReLU run in the matmul's epilogue
     assert "aten.addmm.default" in captured[0].ir(optimized=False)
     stats = captured[0].stats()
-    assert stats["matmuls"] == 1 and stats["kernels"] >= 2
+    assert stats["matmuls"] == 1 and stats["kernels"] == 1
 
 
 def test_wrong_input_dtype_raises() -> None:
@@ -199,3 +199,21 @@ def test_dynamic_dims_of_several_inputs(device: str) -> None:
         x, y = rand(n, device=device), rand(m, device=device)
         assert_same(compiled(x, y), fn(x, y))
     assert luminal.compile_count() == 1
+
+
+def test_small_matmuls_fuse_into_one_kernel(device: str) -> None:
+    # K = 8 and N = 1: both layers become reductions; the second is inlined as a fold together
+    # with both biases and the ReLU, so the whole MLP needs two kernels.
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1), torch.nn.Sigmoid())
+    captured = []
+
+    def backend(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]):
+        compiled = luminal.luminal_backend(gm, inputs)
+        captured.append(compiled)
+        return compiled
+
+    model = model.to(device)
+    x = rand(5, 8, device=device)
+    assert_same(torch.compile(model, backend=backend)(x), model(x))
+    assert captured[0].stats()["matmuls"] == 0
+    assert "sum(r" in captured[0].ir()

@@ -206,42 +206,122 @@ class KernelWriter {
     return strides;
   }
 
-  // ---- expressions (SSA statements) ----
+  // ---- expressions (SSA statements in nested scopes) ----
+  // A scope is the root of a work item, a loop (the node's reduction or a fold) or one branch of a
+  // lazily evaluated `where`. Values are emitted in the outermost scope they may live in: out of
+  // loops whose variables they do not read, but never out of a branch (the other branch must not
+  // pay for them). A scope's code is pasted into its parent when it is closed.
   struct Scope {
+    int parent = -1;
+    std::vector<int> vars;  // reduce variables bound by this scope
+    bool branch = false;
     std::unordered_map<Expr, std::string, ir::ExprHash, ir::ExprEqual> names;  // structural CSE
     std::ostringstream code;
-    int indent = 2;
+    int indent = 4;
   };
 
-  // Does `e` depend on a reduction variable? (such values are computed inside the loop)
-  bool varies_in_loop(const Expr& e) {
-    if (auto it = varies_.find(e.get()); it != varies_.end()) return it->second;
-    bool varies = e->op == ExprOp::ReduceVar;
-    for (const Expr& arg : e->args) varies = varies || varies_in_loop(arg);
-    varies_.emplace(e.get(), varies);
-    return varies;
+  int open_scope(int parent, std::vector<int> vars, bool branch) {
+    auto scope = std::make_unique<Scope>();
+    scope->parent = parent;
+    scope->vars = std::move(vars);
+    scope->branch = branch;
+    scope->indent = parent >= 0 ? scopes_[parent]->indent + 2 : 4;
+    scopes_.push_back(std::move(scope));
+    return static_cast<int>(scopes_.size()) - 1;
+  }
+
+  int placement(const Expr& e, int scope) {
+    const std::vector<int>& vars = free_vars(e);
+    while (scopes_[scope]->parent >= 0 && !scopes_[scope]->branch) {
+      bool binds = false;
+      for (int v : scopes_[scope]->vars) binds = binds || std::find(vars.begin(), vars.end(), v) != vars.end();
+      if (binds) break;
+      scope = scopes_[scope]->parent;
+    }
+    return scope;
+  }
+
+  const std::vector<int>& free_vars(const Expr& e) {
+    auto it = free_vars_.find(e.get());
+    if (it == free_vars_.end()) it = free_vars_.emplace(e.get(), ir::free_reduce_vars(e)).first;
+    return it->second;
   }
 
   std::string fresh() { return str_cat("v", counter_++); }
 
-  void line(Scope& scope, const std::string& text) { scope.code << std::string(scope.indent, ' ') << text << "\n"; }
+  void line(int scope, const std::string& text) {
+    scopes_[scope]->code << std::string(scopes_[scope]->indent, ' ') << text << "\n";
+  }
 
-  // Emits `e` into `inner` (or `outer`, when it does not vary in the loop) and returns its name.
-  std::string emit(const Expr& e, Scope& outer, Scope* inner) {
-    Scope& scope = (inner && varies_in_loop(e)) ? *inner : outer;
-    if (auto it = outer.names.find(e); it != outer.names.end()) return it->second;
-    if (inner) {
-      if (auto it = inner->names.find(e); it != inner->names.end()) return it->second;
+  // Emits `e` (as needed from `scope`) and returns the C expression naming its value.
+  std::string emit(const Expr& e, int scope) {
+    const int target = placement(e, scope);
+    for (int s = target; s >= 0; s = scopes_[s]->parent) {
+      if (auto it = scopes_[s]->names.find(e); it != scopes_[s]->names.end()) return it->second;
     }
-    const std::string value = value_code(e, outer, inner);
+    if (e->op == ExprOp::Fold) return emit_fold(e, target);
+    if (e->op == ExprOp::Where && (expensive(e->args[1]) || expensive(e->args[2]))) return emit_lazy_where(e, target);
+    const std::string value = value_code(e, target);
     // Variables, symbols and literals are used in place; everything else gets a name.
     if (e->op == ExprOp::LoopVar || e->op == ExprOp::ReduceVar || e->op == ExprOp::Symbol || e->op == ExprOp::Const) {
-      scope.names.emplace(e, value);
+      scopes_[target]->names.emplace(e, value);
       return value;
     }
     const std::string name = fresh();
-    line(scope, str_cat("const ", value_type(e->dtype), " ", name, " = ", value, ";"));
-    scope.names.emplace(e, name);
+    line(target, str_cat("const ", value_type(e->dtype), " ", name, " = ", value, ";"));
+    scopes_[target]->names.emplace(e, name);
+    return name;
+  }
+
+  // Branches that load memory or loop are evaluated only when selected.
+  bool expensive(const Expr& e) {
+    if (auto it = expensive_.find(e.get()); it != expensive_.end()) return it->second;
+    bool result = e->op == ExprOp::Load || e->op == ExprOp::Fold;
+    for (const Expr& arg : e->args) result = result || expensive(arg);
+    expensive_.emplace(e.get(), result);
+    return result;
+  }
+
+  std::string emit_lazy_where(const Expr& e, int scope) {
+    const std::string cond = emit(e->args[0], scope);
+    const std::string name = fresh();
+    line(scope, str_cat(value_type(e->dtype), " ", name, ";"));
+    const int then_scope = open_scope(scope, {}, true);
+    const std::string then_value = emit(e->args[1], then_scope);
+    const int else_scope = open_scope(scope, {}, true);
+    const std::string else_value = emit(e->args[2], else_scope);
+    line(scope, str_cat("if (", cond, ") {"));
+    scopes_[scope]->code << scopes_[then_scope]->code.str() << indented(then_scope, str_cat(name, " = ", then_value, ";"));
+    line(scope, "} else {");
+    scopes_[scope]->code << scopes_[else_scope]->code.str() << indented(else_scope, str_cat(name, " = ", else_value, ";"));
+    line(scope, "}");
+    scopes_[scope]->names.emplace(e, name);
+    return name;
+  }
+
+  std::string indented(int scope, const std::string& text) const {
+    return std::string(scopes_[scope]->indent, ' ') + text + "\n";
+  }
+
+  // fold(op, r < extent: body): a loop in its own scope; invariant parts of the body are hoisted.
+  std::string emit_fold(const Expr& e, int scope) {
+    const auto op = static_cast<ir::ReduceOp>(e->int_value);
+    const Combine c = combine_code(op, e->dtype);
+    const std::string extent = emit(e->args[0], scope);
+    const std::string var = str_cat("r", e->index);
+    const std::string acc = fresh();
+    const int body_scope = open_scope(scope, {e->index}, false);
+    scopes_[body_scope]->names.emplace(ir::reduce_var(e->index), var);
+    const std::string value = emit(e->args[1], body_scope);
+    line(scope, str_cat(c.acc_type, " ", acc, " = ", c.init, ";"));
+    line(scope, str_cat("for (lm_i64 ", var, " = 0; ", var, " < ", extent, "; ++", var, ") {"));
+    scopes_[scope]->code << scopes_[body_scope]->code.str()
+                         << indented(body_scope, str_cat("{ const ", c.acc_type, " val = (", c.acc_type, ")", value, "; ",
+                                                         replace_all(c.step, "acc", acc), " }"));
+    line(scope, "}");
+    const std::string name = fresh();
+    line(scope, str_cat("const ", value_type(e->dtype), " ", name, " = ", rounding(e->dtype, str_cat("(", value_type(e->dtype), ")", acc)), ";"));
+    scopes_[scope]->names.emplace(e, name);
     return name;
   }
 
@@ -251,8 +331,8 @@ class KernelWriter {
     return value;
   }
 
-  std::string value_code(const Expr& e, Scope& outer, Scope* inner) {
-    auto arg = [&](size_t k) { return emit(e->args[k], outer, inner); };
+  std::string value_code(const Expr& e, int scope) {
+    auto arg = [&](size_t k) { return emit(e->args[k], scope); };
     const DType t = e->dtype;
     const bool is_double = t == DType::F64;
     const std::string f = is_double ? "" : "f";  // math function suffix
@@ -262,7 +342,7 @@ class KernelWriter {
       case ExprOp::LoopVar: return str_cat("i", e->index);
       case ExprOp::ReduceVar: return str_cat("r", e->index);
       case ExprOp::Symbol: return "p." + sanitize(e->symbol);
-      case ExprOp::Load: return load_code(e, outer, inner);
+      case ExprOp::Load: return load_code(e, scope);
       case ExprOp::CheckIndex: {
         const std::string mask = e->masked ? arg(2) : "true";
         uses_checks_ = true;
@@ -371,13 +451,13 @@ class KernelWriter {
     return str_cat("((", value_type(to), ")", value, ")");
   }
 
-  std::string load_code(const Expr& e, Scope& outer, Scope* inner) {
+  std::string load_code(const Expr& e, int scope) {
     const int slot = e->index;
     const OperandInfo& op = operands_.at(slot);
     const std::vector<std::string> strides = operand_strides(slot);
     std::string offset;
     for (size_t d = 0; d < e->load_rank(); ++d) {
-      const std::string index = emit(e->args[d], outer, inner);
+      const std::string index = emit(e->args[d], scope);
       const std::string term = strides[d] == "1LL" ? index : str_cat(index, " * ", strides[d]);
       offset = offset.empty() ? term : str_cat(offset, " + ", term);
     }
@@ -391,7 +471,7 @@ class KernelWriter {
     }
     std::string guard = uses_checks_ ? "lm_ok" : "";
     if (e->masked) {
-      const std::string mask = emit(e->mask(), outer, inner);
+      const std::string mask = emit(e->mask(), scope);
       guard = guard.empty() ? mask : str_cat(guard, " && ", mask);
     }
     if (guard.empty()) return read;
@@ -427,9 +507,8 @@ class KernelWriter {
   }
 
   std::string elementwise_body() {
-    Scope scope;
-    scope.indent = 4;
-    const std::string result = emit(node_.body, scope, nullptr);
+    const int root = open_scope(-1, {}, false);
+    const std::string result = emit(node_.body, root);
     std::ostringstream out;
     out << "extern \"C\" __global__ void __launch_bounds__(256) LM_KERNEL(const LM_KERNEL_params p) {\n";
     out << "  const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(node_.shape), {})) << ";\n";
@@ -437,7 +516,7 @@ class KernelWriter {
         << " lm_flat += (lm_i64)gridDim.x * blockDim.x) {\n";
     out << "    bool lm_ok = true; (void)lm_ok;\n";
     out << unravel("lm_flat", 4);
-    out << scope.code.str();
+    out << scopes_[root]->code.str();
     out << "    p.out[lm_flat] = " << store_code(result) << ";\n";
     out << "  }\n}\n";
     return out.str();
@@ -460,12 +539,11 @@ class KernelWriter {
     std::string acc_type, init, step;  // step uses `acc` and `val`
   };
 
-  Combine combine_code() const {
-    const DType t = node_.dtype;
+  static Combine combine_code(ir::ReduceOp op, DType t) {
     const bool floating = is_floating(t);
     const std::string acc = floating ? (t == DType::F64 ? "double" : "float") : "lm_i64";
     const std::string sfx = t == DType::F64 ? "d" : "f";
-    switch (node_.reduce_op) {
+    switch (op) {
       case ir::ReduceOp::Sum: return {acc, "0", "acc = acc + val;"};
       case ir::ReduceOp::Prod: return {acc, "1", "acc = acc * val;"};
       case ir::ReduceOp::Max:
@@ -487,16 +565,18 @@ class KernelWriter {
   }
 
   std::string reduce_body(Schedule schedule) {
-    const Combine c = combine_code();
+    const Combine c = combine_code(node_.reduce_op, node_.dtype);
     const bool ragged = !ir::is_shape_expr(node_.reduce_extents[0]);
-    Scope outer, inner;
-    outer.indent = 4;
-    inner.indent = 6;
+    const int outer = open_scope(-1, {}, false);
+    std::vector<int> node_vars;
+    for (size_t d = 0; d < node_.reduce_extents.size(); ++d) node_vars.push_back(static_cast<int>(d));
+    const int inner = open_scope(outer, node_vars, false);
+    for (int v : node_vars) scopes_[inner]->names.emplace(ir::reduce_var(v), str_cat("r", v));
     // Extents: static ones are products of shape expressions; a ragged one is evaluated per output.
     std::string extent_code;
     std::vector<std::string> static_extents;
     if (ragged) {
-      extent_code = emit(node_.reduce_extents[0], outer, nullptr);
+      extent_code = emit(node_.reduce_extents[0], outer);
     } else {
       for (const Expr& extent : node_.reduce_extents) static_extents.push_back(shape_code(extent));
       extent_code = shape_code(ir::simplify(ir::product(node_.reduce_extents), {}));
@@ -504,7 +584,7 @@ class KernelWriter {
     // Reduction variables from the flat reduction index lm_r.
     std::ostringstream rvars;
     {
-      const std::string pad(6, ' ');
+      const std::string pad(scopes_[inner]->indent, ' ');
       if (ragged) {
         rvars << pad << "const lm_i64 r0 = lm_r;\n";
       } else {
@@ -520,7 +600,7 @@ class KernelWriter {
         rvars << pad << "(void)lm_rr;\n";
       }
     }
-    const std::string value = emit(node_.body, outer, &inner);
+    const std::string value = emit(node_.body, inner);
     const std::string cast_value = str_cat("(", c.acc_type, ")", value);
 
     std::ostringstream out;
@@ -538,13 +618,13 @@ class KernelWriter {
     out << "  for (lm_i64 lm_flat = lm_first; lm_flat < lm_n; lm_flat += lm_step) {\n";
     out << "    bool lm_ok = true; (void)lm_ok;\n";
     out << unravel("lm_flat", 4);
-    out << outer.code.str();
+    out << scopes_[outer]->code.str();
     out << "    const lm_i64 lm_extent = " << extent_code << ";\n";
     out << "    " << c.acc_type << " acc = " << c.init << ";\n";
     out << "    for (lm_i64 lm_r = " << (warp ? "lm_lane" : "0") << "; lm_r < lm_extent; lm_r += " << (warp ? "32" : "1")
         << ") {\n";
     out << rvars.str();
-    out << inner.code.str();
+    out << scopes_[inner]->code.str();
     out << "      const " << c.acc_type << " val = " << cast_value << ";\n";
     out << "      " << c.step << "\n";
     out << "    }\n";
@@ -568,7 +648,9 @@ class KernelWriter {
   const Node& node_;
   const std::vector<OperandInfo>& operands_;
   std::vector<KernelParam> params_;
-  std::unordered_map<const ir::ExprNode*, bool> varies_;
+  std::vector<std::unique_ptr<Scope>> scopes_;
+  std::unordered_map<const ir::ExprNode*, std::vector<int>> free_vars_;
+  std::unordered_map<const ir::ExprNode*, bool> expensive_;
   int counter_ = 0;
   bool uses_checks_ = false;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <unordered_map>
@@ -726,6 +727,57 @@ Expr check_index(Expr index, Expr bound, Expr mask) {
   return finish(std::move(node));
 }
 
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Prod: return "prod";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::Any: return "any";
+    case ReduceOp::All: return "all";
+  }
+  return "?";
+}
+
+Expr reduction_identity(ReduceOp op, DType dtype) {
+  const double inf = std::numeric_limits<double>::infinity();
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Any: return scalar_const(0, dtype);
+    case ReduceOp::Prod:
+    case ReduceOp::All: return scalar_const(1, dtype);
+    case ReduceOp::Max:
+      if (is_floating(dtype)) return float_const(-inf, dtype);
+      return dtype == DType::Bool ? bool_const(false) : int_const(std::numeric_limits<int64_t>::min(), dtype);
+    case ReduceOp::Min:
+      if (is_floating(dtype)) return float_const(inf, dtype);
+      return dtype == DType::Bool ? bool_const(true) : int_const(std::numeric_limits<int64_t>::max(), dtype);
+  }
+  fail("invalid reduce op");
+}
+
+Expr fold(ReduceOp op, int var, Expr extent, Expr body) {
+  require(extent && body, "fold", "missing operand");
+  require(is_i64(extent), "fold", "extent must be i64");
+  require(var >= 0, "fold", "negative variable id");
+  if ((op == ReduceOp::Any || op == ReduceOp::All)) require(body->dtype == DType::Bool, "fold", "any/all need bool");
+  const auto count = as_int_const(extent);
+  if (count && *count <= 0) return reduction_identity(op, body->dtype);
+  if (count && *count == 1) {
+    // A single step: the body at r = 0.
+    return transform(body, [var](const Expr& e, const std::vector<Expr>&) -> Expr {
+      return e->op == ExprOp::ReduceVar && e->index == var ? int_const(0) : nullptr;
+    });
+  }
+  ExprNode node;
+  node.op = ExprOp::Fold;
+  node.dtype = body->dtype;
+  node.index = var;
+  node.int_value = static_cast<int64_t>(op);
+  node.args = {std::move(extent), std::move(body)};
+  return finish(std::move(node));
+}
+
 // ------------------------------------------------------------------------------------------------
 // Queries and traversal
 // ------------------------------------------------------------------------------------------------
@@ -773,6 +825,32 @@ void collect_symbols(const Expr& e, std::vector<std::string>& out) {
   std::sort(out.begin(), out.end());
 }
 
+std::vector<int> free_reduce_vars(const Expr& root) {
+  std::unordered_map<const ExprNode*, std::vector<int>> memo;
+  std::function<const std::vector<int>&(const Expr&)> go = [&](const Expr& e) -> const std::vector<int>& {
+    if (auto it = memo.find(e.get()); it != memo.end()) return it->second;
+    std::vector<int> vars;
+    if (e->op == ExprOp::ReduceVar) vars.push_back(e->index);
+    for (size_t k = 0; k < e->args.size(); ++k) {
+      for (int v : go(e->args[k])) {
+        const bool bound_here = e->op == ExprOp::Fold && k == 1 && v == e->index;
+        if (!bound_here && std::find(vars.begin(), vars.end(), v) == vars.end()) vars.push_back(v);
+      }
+    }
+    std::sort(vars.begin(), vars.end());
+    return memo.emplace(e.get(), std::move(vars)).first->second;
+  };
+  return go(root);
+}
+
+int max_reduce_var(const Expr& e) {
+  int best = -1;
+  visit_unique(e, [&](const ExprNode& n) {
+    if (n.op == ExprOp::ReduceVar || n.op == ExprOp::Fold) best = std::max(best, n.index);
+  });
+  return best;
+}
+
 Expr rebuild(const Expr& node, std::vector<Expr> args) {
   switch (node->op) {
     case ExprOp::Const:
@@ -787,6 +865,7 @@ Expr rebuild(const Expr& node, std::vector<Expr> args) {
     case ExprOp::Where: return where(args[0], args[1], args[2]);
     case ExprOp::Cast: return cast(args[0], node->dtype);
     case ExprOp::CheckIndex: return check_index(args[0], args[1], node->masked ? args[2] : nullptr);
+    case ExprOp::Fold: return fold(static_cast<ReduceOp>(node->int_value), node->index, args[0], args[1]);
     default:
       if (args.size() == 1) return unary(node->op, args[0]);
       return binary(node->op, args[0], args[1]);
@@ -870,6 +949,13 @@ void print(const Expr& e, std::ostream& out) {
     case ExprOp::Cast:
       out << dtype_short_name(n.dtype) << "(";
       print(n.args[0], out);
+      out << ")";
+      return;
+    case ExprOp::Fold:
+      out << reduce_op_name(static_cast<ReduceOp>(n.int_value)) << "(r" << n.index << " < ";
+      print(n.args[0], out);
+      out << ": ";
+      print(n.args[1], out);
       out << ")";
       return;
     default: break;

@@ -76,7 +76,13 @@ namespace luminal::ir {
   /* others */                       \
   X(Where, 3, "where")               \
   X(Cast, 1, "cast")                 \
-  X(CheckIndex, -1, "check_index")
+  X(CheckIndex, -1, "check_index")   \
+  /* inline reduction */             \
+  X(Fold, -1, "fold")
+
+// How a reduction combines values (reduce nodes and fold expressions).
+enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, Any, All };
+const char* reduce_op_name(ReduceOp op);
 
 enum class ExprOp : uint8_t {
 #define LUMINAL_ENUM_ENTRY(name, arity, text) name,
@@ -102,6 +108,9 @@ using Expr = std::shared_ptr<const ExprNode>;
 // - CheckIndex(index, bound, [mask]) returns `index` and raises (CPU) or flags an error (CUDA)
 //   when index is outside [0, bound) on a lane whose mask is true.
 // - f16/bf16 arithmetic is computed in f32 and rounded to the node's dtype after every op.
+// - Fold(extent, body) with `index` = v and `int_value` = ReduceOp combines body over
+//   ReduceVar(v) in [0, extent) (an empty range gives the op's identity). It is a reduction
+//   inlined into an element's computation; v is bound only inside `body`.
 struct ExprNode {
   ExprOp op;
   DType dtype;
@@ -146,6 +155,10 @@ Expr binary(ExprOp op, Expr a, Expr b);
 Expr where(Expr cond, Expr a, Expr b);
 Expr cast(Expr a, DType dtype);
 Expr check_index(Expr index, Expr bound, Expr mask = nullptr);
+// combine over ReduceVar(var) in [0, extent) of body.
+Expr fold(ReduceOp op, int var, Expr extent, Expr body);
+// The identity of a reduction for a dtype (sum: 0, max: -inf or the type's minimum, ...).
+Expr reduction_identity(ReduceOp op, DType dtype);
 
 Expr add(Expr a, Expr b);
 Expr sub(Expr a, Expr b);
@@ -165,6 +178,11 @@ Expr product(const std::vector<Expr>& factors);
 // ---- queries ---------------------------------------------------------------------------------
 std::optional<int64_t> as_int_const(const Expr& e);
 bool contains_op(const Expr& e, ExprOp op);
+// Ids of the reduce variables an expression reads without binding them (fold variables are bound
+// inside their fold's body).
+std::vector<int> free_reduce_vars(const Expr& e);
+// Largest reduce-variable id used anywhere in the expression (-1 when none).
+int max_reduce_var(const Expr& e);
 // Does the expression only depend on symbols (no loop/reduce vars, no loads)?
 bool is_shape_expr(const Expr& e);
 void collect_symbols(const Expr& e, std::vector<std::string>& out);  // unique, in first-seen order

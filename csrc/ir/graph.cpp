@@ -1,5 +1,6 @@
 #include "ir/graph.h"
 
+#include <algorithm>
 #include <sstream>
 #include <unordered_set>
 
@@ -23,18 +24,6 @@ const char* input_role_name(InputRole role) {
     case InputRole::User: return "user";
     case InputRole::Parameter: return "parameter";
     case InputRole::Buffer: return "buffer";
-  }
-  return "?";
-}
-
-const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Prod: return "prod";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
-    case ReduceOp::Any: return "any";
-    case ReduceOp::All: return "all";
   }
   return "?";
 }
@@ -103,19 +92,35 @@ class BodyVerifier {
  public:
   BodyVerifier(const Graph& graph, const Node& node) : graph_(graph), node_(node) {}
 
-  void check(const Expr& e) {
-    if (!visited_.insert(e.get()).second) return;
-    for (const Expr& arg : e->args) check(arg);
+  void check(const Expr& e) { check(e, {}); }
+
+ private:
+  // `bound`: fold variables in scope. A node is checked once per scope it appears in.
+  void check(const Expr& e, const std::vector<int>& bound) {
+    std::string key = std::to_string(reinterpret_cast<uintptr_t>(e.get()));
+    for (int v : bound) key += "," + std::to_string(v);
+    if (!visited_.insert(key).second) return;
     const ExprNode& n = *e;
+    if (n.op == ExprOp::Fold) {
+      expect(!is_node_reduce_var(n.index) && std::find(bound.begin(), bound.end(), n.index) == bound.end(),
+             str_cat("fold variable r", n.index, " is already bound"));
+      expect(n.args[0]->dtype == DType::I64, "fold extent must be i64");
+      check(n.args[0], bound);
+      std::vector<int> inner = bound;
+      inner.push_back(n.index);
+      check(n.args[1], inner);
+      expect(n.dtype == n.args[1]->dtype, "fold dtype differs from its body");
+      return;
+    }
+    for (const Expr& arg : e->args) check(arg, bound);
     switch (n.op) {
       case ExprOp::LoopVar:
         expect(n.index >= 0 && static_cast<size_t>(n.index) < node_.rank(),
                str_cat("loop variable i", n.index, " out of range for rank ", node_.rank()));
         break;
       case ExprOp::ReduceVar:
-        expect(node_.kind == NodeKind::Reduce, "reduce variable outside a reduce node");
-        expect(n.index >= 0 && static_cast<size_t>(n.index) < node_.reduce_extents.size(),
-               str_cat("reduce variable r", n.index, " out of range"));
+        expect(is_node_reduce_var(n.index) || std::find(bound.begin(), bound.end(), n.index) != bound.end(),
+               str_cat("reduce variable r", n.index, " is not bound here"));
         break;
       case ExprOp::Symbol:
         expect(graph_.symbols.count(n.symbol) > 0, str_cat("unknown symbol '", n.symbol, "'"));
@@ -136,14 +141,17 @@ class BodyVerifier {
     }
   }
 
- private:
+  bool is_node_reduce_var(int v) const {
+    return node_.kind == NodeKind::Reduce && v >= 0 && static_cast<size_t>(v) < node_.reduce_extents.size();
+  }
+
   void expect(bool ok, const std::string& message) const {
     if (!ok) fail("IR verification failed at %", node_.id, " (", node_.origin, "): ", message);
   }
 
   const Graph& graph_;
   const Node& node_;
-  std::unordered_set<const ExprNode*> visited_;
+  std::unordered_set<std::string> visited_;
 };
 
 void verify_shape(const Graph& graph, const Node& node) {
@@ -161,7 +169,13 @@ void verify_shape(const Graph& graph, const Node& node) {
 
 void verify_matmul(const Graph& graph, const Node& node) {
   auto where = [&] { return str_cat("IR verification failed at %", node.id, " (", node.origin, "): "); };
-  LUMINAL_CHECK(node.inputs.size() == 2, where(), "matmul needs two inputs");
+  const size_t expected_inputs = node.epilogue == MatMulEpilogue::None ? 2 : 3;
+  LUMINAL_CHECK(node.inputs.size() == expected_inputs, where(), "matmul needs ", expected_inputs, " inputs");
+  if (expected_inputs == 3) {
+    const Node& bias = graph.node(node.inputs[2]);
+    LUMINAL_CHECK(bias.rank() == 1 && bias.dtype == node.dtype && expr_equal(bias.shape[0], node.shape.back()), where(),
+                  "matmul bias ", node_signature(bias), " does not match ", node_signature(node));
+  }
   const Node& a = graph.node(node.inputs[0]);
   const Node& b = graph.node(node.inputs[1]);
   const size_t rank = node.rank();
@@ -274,6 +288,8 @@ std::string Graph::to_string() const {
           out << "]";
         }
         if (n.body) out << " { " << ir::to_string(n.body) << " }";
+        if (n.epilogue == MatMulEpilogue::Bias) out << " + bias";
+        if (n.epilogue == MatMulEpilogue::BiasRelu) out << " + bias, relu";
         break;
       }
     }

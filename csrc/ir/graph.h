@@ -25,11 +25,11 @@ using Shape = std::vector<Expr>;  // one i64 shape expression (symbols and const
 
 enum class NodeKind : uint8_t { Input, Constant, Pointwise, Reduce, MatMul };
 enum class InputRole : uint8_t { User, Parameter, Buffer };
-enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, Any, All };
+// What a matmul applies to its result: out = act(a @ b + bias[n]) (bias is input 2).
+enum class MatMulEpilogue : uint8_t { None, Bias, BiasRelu };
 
 const char* node_kind_name(NodeKind kind);
 const char* input_role_name(InputRole role);
-const char* reduce_op_name(ReduceOp op);
 
 // A host copy of a tensor known at compile time: raw storage bytes plus a strided view of them.
 struct ConstantData {
@@ -46,6 +46,8 @@ struct Node {
   DType dtype = DType::F32;
   Shape shape;
   std::vector<NodeId> inputs;  // tensors read by `body` (Load slot k reads inputs[k]) or by MatMul
+
+  MatMulEpilogue epilogue = MatMulEpilogue::None;  // MatMul
 
   Expr body;                          // Pointwise, Reduce
   ReduceOp reduce_op = ReduceOp::Sum;  // Reduce

@@ -1,5 +1,6 @@
 #include "passes/passes.h"
 
+#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -40,6 +41,38 @@ std::vector<int> load_sites_per_slot(const Node& node) {
 
 bool is_cheap(const Node& producer, int max_recompute_ops) {
   return arithmetic_op_count(producer.body) <= max_recompute_ops;
+}
+
+// How many times the consumer evaluates each element it loads through `slot`: the product of the
+// consumer's iteration axes (output axes and reduction axes) that no load of the slot indexes.
+// Unknown (symbolic) extents count as unbounded.
+int64_t recompute_factor(const Node& consumer, size_t slot) {
+  std::vector<bool> loop_read(consumer.rank(), false);
+  std::vector<bool> reduce_read(consumer.reduce_extents.size(), false);
+  ir::visit(consumer.body, [&](const Expr& e) {
+    if (e->op != ExprOp::Load || e->index != static_cast<int>(slot)) return;
+    for (size_t d = 0; d < e->load_rank(); ++d) {
+      ir::visit(e->args[d], [&](const Expr& v) {
+        if (v->op == ExprOp::LoopVar && static_cast<size_t>(v->index) < loop_read.size()) loop_read[v->index] = true;
+        if (v->op == ExprOp::ReduceVar && static_cast<size_t>(v->index) < reduce_read.size()) {
+          reduce_read[v->index] = true;
+        }
+      });
+    }
+  });
+  int64_t factor = 1;
+  auto account = [&](const Expr& extent) {
+    const auto n = extent ? ir::as_int_const(extent) : std::nullopt;
+    factor = n ? factor * std::max<int64_t>(*n, 1) : std::numeric_limits<int64_t>::max() / 4;
+    factor = std::min(factor, std::numeric_limits<int64_t>::max() / 4);
+  };
+  for (size_t d = 0; d < loop_read.size(); ++d) {
+    if (!loop_read[d]) account(consumer.shape[d]);
+  }
+  for (size_t d = 0; d < reduce_read.size(); ++d) {
+    if (!reduce_read[d]) account(ir::is_shape_expr(consumer.reduce_extents[d]) ? consumer.reduce_extents[d] : nullptr);
+  }
+  return factor;
 }
 
 // Rewrites `body` (in the producer's index space) into the consumer's space: loop variables
@@ -153,7 +186,8 @@ void inline_pointwise(Graph& graph, const OptimizeOptions& options) {
       const Node& producer = graph.node(consumer.inputs[slot]);
       if (producer.kind != NodeKind::Pointwise) continue;
       const bool single_use = uses[producer.id] == 1;
-      if (!single_use && !is_cheap(producer, options.max_recompute_ops)) continue;
+      const bool cheap = is_cheap(producer, options.max_recompute_ops);
+      if (!cheap && (!single_use || recompute_factor(consumer, slot) > options.max_recompute_factor)) continue;
       const std::vector<NodeId> producer_inputs = producer.inputs;
       const int sites = load_sites_per_slot(consumer)[slot];
       inline_slot(graph, consumer, slot);
@@ -325,9 +359,185 @@ std::vector<PointwisePiece> split_pointwise(const Node& node) {
   return pieces;
 }
 
+void lower_small_matmuls(Graph& graph, const OptimizeOptions& options) {
+  for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
+    Node& node = graph.node(id);
+    if (node.kind != NodeKind::MatMul || (node.dtype != DType::F32 && node.dtype != DType::F64)) continue;
+    const size_t rank = node.rank();
+    const Node& a = graph.node(node.inputs[0]);
+    const auto k = ir::as_int_const(a.shape[rank - 1]);
+    const auto n = ir::as_int_const(node.shape[rank - 1]);
+    const bool small = (k && *k <= options.small_matmul_k) || (n && *n <= options.small_matmul_n);
+    if (!small) continue;
+    // out[b, m, n] = sum over r < K of a[b, m, r] * b[b, r, n]
+    std::vector<Expr> a_index, b_index;
+    if (rank == 3) {
+      a_index.push_back(ir::loop_var(0));
+      b_index.push_back(ir::loop_var(0));
+    }
+    a_index.push_back(ir::loop_var(static_cast<int>(rank - 2)));
+    a_index.push_back(ir::reduce_var(0));
+    b_index.push_back(ir::reduce_var(0));
+    b_index.push_back(ir::loop_var(static_cast<int>(rank - 1)));
+    node.kind = NodeKind::Reduce;
+    node.reduce_op = ir::ReduceOp::Sum;
+    node.reduce_extents = {a.shape[rank - 1]};
+    node.body = ir::mul(ir::load(0, node.dtype, a_index), ir::load(1, node.dtype, b_index));
+  }
+}
+
+namespace {
+
+// Shifts every reduce-variable id (free and fold-bound) by `offset`.
+Expr renumber_reduce_vars(const Expr& e, int offset) {
+  return ir::transform(e, [offset](const Expr& original, const std::vector<Expr>& args) -> Expr {
+    if (original->op == ExprOp::ReduceVar) return ir::reduce_var(original->index + offset);
+    if (original->op == ExprOp::Fold) {
+      return ir::fold(static_cast<ir::ReduceOp>(original->int_value), original->index + offset, args[0], args[1]);
+    }
+    return nullptr;
+  });
+}
+
+// The loop variables an expression reads (through nested loads too).
+std::vector<bool> loop_vars_read(const Expr& e, size_t rank) {
+  std::vector<bool> read(rank, false);
+  ir::visit(e, [&](const Expr& n) {
+    if (n->op == ExprOp::LoopVar && static_cast<size_t>(n->index) < rank) read[n->index] = true;
+  });
+  return read;
+}
+
+}  // namespace
+
+void inline_reductions(Graph& graph, const OptimizeOptions& options) {
+  std::vector<int> uses(graph.size(), 0);
+  for (const Node& node : graph.nodes()) {
+    if (node.kind == NodeKind::MatMul) {
+      for (NodeId input : node.inputs) uses[input] += 1000;
+      continue;
+    }
+    const std::vector<int> sites = load_sites_per_slot(node);
+    for (size_t k = 0; k < node.inputs.size(); ++k) uses[node.inputs[k]] += sites[k];
+  }
+  for (const ir::GraphOutput& out : graph.outputs) {
+    if (out.kind == ir::GraphOutput::Kind::Tensor) uses[out.node] += 1000;
+  }
+  for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
+    Node& consumer = graph.node(id);
+    if (consumer.kind != NodeKind::Pointwise) continue;
+    bool changed = false;
+    for (size_t slot = 0; slot < consumer.inputs.size(); ++slot) {
+      const Node& producer = graph.node(consumer.inputs[slot]);
+      if (producer.kind != NodeKind::Reduce || uses[producer.id] != 1) continue;
+      if (ir::is_shape_expr(producer.reduce_extents[0])) {
+        const auto length = ir::as_int_const(ir::simplify(ir::product(producer.reduce_extents), {}));
+        if (!length || *length > options.max_inlined_reduction) continue;
+      }
+      // The one load of the reduction must use every non-unit axis of the consumer: otherwise
+      // several consumer elements would recompute the same reduction.
+      Expr site;
+      ir::visit(consumer.body, [&](const Expr& e) {
+        if (e->op == ExprOp::Load && e->index == static_cast<int>(slot)) site = e;
+      });
+      if (!site) continue;
+      std::vector<Expr> index(site->args.begin(), site->args.begin() + site->load_rank());
+      const std::vector<bool> read = loop_vars_read(site, consumer.rank());
+      bool covers = true;
+      for (size_t d = 0; d < consumer.rank(); ++d) covers = covers && (read[d] || consumer.shape[d]->is_int_const(1));
+      if (!covers) continue;
+
+      const int base = ir::max_reduce_var(consumer.body) + 1;
+      Expr value = renumber_reduce_vars(producer.body, base);
+      for (size_t j = producer.reduce_extents.size(); j-- > 0;) {
+        value = ir::fold(producer.reduce_op, base + static_cast<int>(j),
+                         renumber_reduce_vars(producer.reduce_extents[j], base), value);
+      }
+      const std::vector<NodeId> producer_inputs = producer.inputs;
+      std::vector<int> slot_map;
+      for (NodeId input : producer_inputs) {
+        auto it = std::find(consumer.inputs.begin(), consumer.inputs.end(), input);
+        if (it == consumer.inputs.end()) {
+          consumer.inputs.push_back(input);
+          it = consumer.inputs.end() - 1;
+        }
+        slot_map.push_back(static_cast<int>(it - consumer.inputs.begin()));
+      }
+      consumer.body = ir::transform(consumer.body, [&](const Expr& e, const std::vector<Expr>& args) -> Expr {
+        if (e->op != ExprOp::Load || e->index != static_cast<int>(slot)) return nullptr;
+        std::vector<Expr> at(args.begin(), args.begin() + e->load_rank());
+        return instantiate(value, at, e->masked ? args.back() : nullptr, slot_map);
+      });
+      uses[producer.id] = 0;
+      for (NodeId input : producer_inputs) uses[input] += 1;
+      changed = true;
+    }
+    if (changed) {
+      compact_slots(consumer);
+      consumer.body = ir::simplify(consumer.body, ranges_of(consumer));
+    }
+  }
+}
+
+namespace {
+
+bool is_identity_load(const Expr& e, size_t rank) {
+  if (e->op != ExprOp::Load || e->masked || e->load_rank() != rank) return false;
+  for (size_t d = 0; d < rank; ++d) {
+    if (e->args[d]->op != ExprOp::LoopVar || e->args[d]->index != static_cast<int>(d)) return false;
+  }
+  return true;
+}
+
+bool is_last_axis_load(const Expr& e, size_t rank) {
+  return e->op == ExprOp::Load && !e->masked && e->load_rank() == 1 && e->args[0]->op == ExprOp::LoopVar &&
+         e->args[0]->index == static_cast<int>(rank) - 1;
+}
+
+}  // namespace
+
+void fuse_matmul_epilogues(Graph& graph) {
+  const std::vector<int> uses = graph.use_counts();
+  for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
+    Node& node = graph.node(id);
+    if (node.kind != NodeKind::Pointwise || node.inputs.size() != 2) continue;
+    Expr body = node.body;
+    const bool relu = body->op == ExprOp::Relu;
+    if (relu) body = body->args[0];
+    if (body->op != ExprOp::Add) continue;
+    for (int side = 0; side < 2; ++side) {
+      const Expr& product = body->args[side];
+      const Expr& bias = body->args[1 - side];
+      if (!is_identity_load(product, node.rank()) || !is_last_axis_load(bias, node.rank())) continue;
+      const Node& mm = graph.node(node.inputs[product->index]);
+      const Node& b = graph.node(node.inputs[bias->index]);
+      if (mm.kind != NodeKind::MatMul || mm.epilogue != ir::MatMulEpilogue::None || uses[mm.id] != 1) continue;
+      if (mm.dtype != node.dtype || b.dtype != node.dtype || !ir::expr_equal(b.shape[0], node.shape.back())) continue;
+      // This node becomes the matmul; the plain one is left for dead-code elimination.
+      const std::vector<NodeId> operands{mm.inputs[0], mm.inputs[1], b.id};
+      node.kind = NodeKind::MatMul;
+      node.inputs = operands;
+      node.body = nullptr;
+      node.epilogue = relu ? ir::MatMulEpilogue::BiasRelu : ir::MatMulEpilogue::Bias;
+      break;
+    }
+  }
+}
+
 Graph optimize(Graph graph, const OptimizeOptions& options) {
   graph.verify();
+  if (options.lower_small_matmuls) lower_small_matmuls(graph, options);
   if (options.inline_pointwise) inline_pointwise(graph, options);
+  // Inlining leaves the absorbed producers behind; use counts must not see them.
+  graph = eliminate_dead_code(graph);
+  if (options.fuse_matmul_epilogues) {
+    fuse_matmul_epilogues(graph);
+    graph = eliminate_dead_code(graph);
+  }
+  if (options.inline_reductions) {
+    inline_reductions(graph, options);
+    graph = eliminate_dead_code(graph);
+  }
   materialize_outputs(graph);
   Graph out = eliminate_dead_code(graph);
   out.verify();

@@ -10,9 +10,20 @@ namespace luminal::passes {
 
 struct OptimizeOptions {
   bool inline_pointwise = true;  // fuse pointwise producers into their consumers
+  bool inline_reductions = true;  // fuse reductions into pointwise consumers (as folds)
+  bool lower_small_matmuls = true;  // matmuls with short K or few columns become reductions
+  bool fuse_matmul_epilogues = true;  // bias (+ ReLU) after a matmul runs inside the matmul
+  // Limits for the two above: a reduction is inlined when its (static) length is at most this;
+  // a matmul becomes a reduction when K <= small_matmul_k or N <= small_matmul_n.
+  int64_t max_inlined_reduction = 4096;
+  int64_t small_matmul_k = 32;
+  int64_t small_matmul_n = 4;
   // A producer read from several places is still inlined when its body has at most this many
   // arithmetic operations (views, casts and index math are free).
   int max_recompute_ops = 0;
+  // A single-use producer is inlined only if each of its elements is recomputed at most this many
+  // times (its load does not index some consumer axes: a broadcast).
+  int64_t max_recompute_factor = 4;
 };
 
 // The standard pipeline: inlining, dead-code elimination, output materialization, verification.
@@ -23,6 +34,18 @@ ir::Graph eliminate_dead_code(const ir::Graph& graph);
 
 // Substitutes pointwise producers into the bodies of pointwise and reduce consumers.
 void inline_pointwise(ir::Graph& graph, const OptimizeOptions& options);
+
+// Turns f32/f64 matmuls with a static short inner dimension or few output columns into sum
+// reductions, which fuse with their producers and consumers (cuBLASLt keeps the large ones).
+void lower_small_matmuls(ir::Graph& graph, const OptimizeOptions& options);
+
+// Inlines a reduction read at one place by a pointwise consumer as a fold inside the consumer's
+// body (no broadcast: every element of the reduction is computed once).
+void inline_reductions(ir::Graph& graph, const OptimizeOptions& options);
+
+// relu?(bias[n] + (a @ b)[m, n]) becomes one matmul with a bias/ReLU epilogue (cuBLASLt runs it in
+// its epilogue; the CPU adds it after the product).
+void fuse_matmul_epilogues(ir::Graph& graph);
 
 // Makes every tensor output a distinct compute node, so it can be written straight into the
 // caller's output tensor (copies are inserted for outputs that are inputs, constants, or repeated).

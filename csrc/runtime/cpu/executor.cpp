@@ -60,7 +60,7 @@ std::vector<std::pair<int, int>> variable_registers(const Program& program, Expr
   std::vector<std::pair<int, int>> out;
   const auto& code = program.code();
   for (size_t r = 0; r < code.size(); ++r) {
-    if (code[r].op == op) out.emplace_back(static_cast<int>(r), code[r].slot);
+    if (code[r].op == op && !code[r].fold_bound) out.emplace_back(static_cast<int>(r), code[r].slot);
   }
   return out;
 }
@@ -569,6 +569,50 @@ class Executor::Run {
     const int64_t batch = rank == 3 ? sizes[0] : 1;
     gemm(node.dtype, batch, sizes[rank - 2], sizes[rank - 1], a_sizes[rank - 1], matrix_operand(node.inputs[0], rank),
          matrix_operand(node.inputs[1], rank), destination(node));
+    if (node.epilogue != ir::MatMulEpilogue::None) apply_epilogue(node);
+  }
+
+  // out = act(out + bias[n]), in the output's dtype (rounding once more for f16/bf16, as a
+  // separate eager op would).
+  void apply_epilogue(const Node& node) {
+    const Buffer& bias = buffers_[node.inputs[2]];
+    const Buffer& out = buffers_[node.id];
+    const int64_t n = out.sizes.back();
+    const int64_t rows = product(out.sizes) / std::max<int64_t>(n, 1);
+    const bool relu = node.epilogue == ir::MatMulEpilogue::BiasRelu;
+    auto apply = [&](auto* data, const auto* b, auto to_float, auto from_float) {
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t j = 0; j < n; ++j) {
+          float v = to_float(data[r * n + j]) + to_float(b[j * bias.strides[0]]);
+          if (relu && v < 0) v = 0;  // NaN stays NaN
+          data[r * n + j] = from_float(v);
+        }
+      }
+    };
+    auto identity = [](auto v) { return v; };
+    void* data = destination(node);
+    switch (node.dtype) {
+      case DType::F32: apply(static_cast<float*>(data), static_cast<const float*>(bias.data), identity, identity); break;
+      case DType::F64: {
+        double* d = static_cast<double*>(data);
+        const double* b = static_cast<const double*>(bias.data);
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t j = 0; j < n; ++j) {
+            double v = d[r * n + j] + b[j * bias.strides[0]];
+            if (relu && v < 0) v = 0;
+            d[r * n + j] = v;
+          }
+        }
+        break;
+      }
+      case DType::F16:
+        apply(static_cast<uint16_t*>(data), static_cast<const uint16_t*>(bias.data), half_bits_to_float, float_to_half_bits);
+        break;
+      case DType::BF16:
+        apply(static_cast<uint16_t*>(data), static_cast<const uint16_t*>(bias.data), bf16_bits_to_float, float_to_bf16_bits);
+        break;
+      default: fail("internal error: matmul epilogue on ", dtype_name(node.dtype));
+    }
   }
 
   const Executor& ex_;

@@ -27,11 +27,39 @@ Lane lane_of(DType dtype) {
 // ------------------------------------------------------------------------------------------------
 // Compilation
 // ------------------------------------------------------------------------------------------------
+namespace {
+
+// Regions while compiling: each fold body is a region nested in the one computing its extent.
+struct RegionScope {
+  int parent = -1;
+  int var = -1;  // the fold variable bound here (-1 for region 0)
+  std::unordered_map<Expr, int, ir::ExprHash, ir::ExprEqual> memo;
+};
+
+}  // namespace
+
 Program::Program(const std::vector<Expr>& roots, std::string origin, const LoadProof& proven)
     : origin_(std::move(origin)) {
-  std::unordered_map<Expr, int, ir::ExprHash, ir::ExprEqual> memo;
-  std::function<int(const Expr&)> emit = [&](const Expr& e) -> int {
-    if (auto it = memo.find(e); it != memo.end()) return it->second;
+  std::vector<RegionScope> scopes(1);
+  regions_.emplace_back();
+  // The innermost region (from `region` outwards) that binds a variable `e` reads; values are
+  // computed there so that a fold re-evaluates only what changes per step.
+  auto placement = [&](const Expr& e, int region) {
+    const std::vector<int> vars = ir::free_reduce_vars(e);
+    while (region != 0 && std::find(vars.begin(), vars.end(), scopes[region].var) == vars.end()) {
+      region = scopes[region].parent;
+    }
+    return region;
+  };
+  auto lookup = [&](const Expr& e, int region) -> int {
+    for (int r = region; r >= 0; r = scopes[r].parent) {
+      if (auto it = scopes[r].memo.find(e); it != scopes[r].memo.end()) return it->second;
+    }
+    return -1;
+  };
+  std::function<int(const Expr&, int)> emit = [&](const Expr& e, int current) -> int {
+    const int region = placement(e, current);
+    if (const int found = lookup(e, region); found >= 0) return found;
     Instr in;
     in.op = e->op;
     in.dtype = e->dtype;
@@ -48,31 +76,44 @@ Program::Program(const std::vector<Expr>& roots, std::string origin, const LoadP
         break;
       case ExprOp::ReduceVar:
         in.slot = e->index;
-        uses_reduce_var_ = true;
+        in.fold_bound = scopes[region].var == e->index;
+        uses_reduce_var_ = uses_reduce_var_ || !in.fold_bound;
         break;
       case ExprOp::Load:
         in.slot = e->index;
         in.check_bounds = !(proven && proven(*e));
-        for (size_t d = 0; d < e->load_rank(); ++d) in.index.push_back(emit(e->args[d]));
-        if (e->masked) in.mask = emit(e->mask());
+        for (size_t d = 0; d < e->load_rank(); ++d) in.index.push_back(emit(e->args[d], region));
+        if (e->masked) in.mask = emit(e->mask(), region);
         break;
       case ExprOp::CheckIndex:
-        in.a = emit(e->args[0]);
-        in.b = emit(e->args[1]);
-        if (e->masked) in.mask = emit(e->args[2]);
+        in.a = emit(e->args[0], region);
+        in.b = emit(e->args[1], region);
+        if (e->masked) in.mask = emit(e->args[2], region);
         break;
+      case ExprOp::Fold: {
+        in.a = emit(e->args[0], region);  // the extent is computed outside the loop
+        const int body_region = static_cast<int>(scopes.size());
+        scopes.push_back(RegionScope{region, e->index, {}});
+        regions_.emplace_back();
+        in.slot = emit(ir::reduce_var(e->index), body_region);
+        in.b = emit(e->args[1], body_region);
+        in.region = body_region;
+        in.int_value = e->int_value;  // the ReduceOp
+        break;
+      }
       default:
-        if (!e->args.empty()) in.a = emit(e->args[0]);
-        if (e->args.size() > 1) in.b = emit(e->args[1]);
-        if (e->args.size() > 2) in.c = emit(e->args[2]);
+        if (!e->args.empty()) in.a = emit(e->args[0], region);
+        if (e->args.size() > 1) in.b = emit(e->args[1], region);
+        if (e->args.size() > 2) in.c = emit(e->args[2], region);
         break;
     }
     code_.push_back(std::move(in));
     const int reg = static_cast<int>(code_.size()) - 1;
-    memo.emplace(e, reg);
+    regions_[region].push_back(reg);
+    scopes[region].memo.emplace(e, reg);
     return reg;
   };
-  for (const Expr& root : roots) results_.push_back(emit(root));
+  for (const Expr& root : roots) results_.push_back(emit(root, 0));
 }
 
 bool Program::uses_loop_var(int axis) const {
@@ -391,6 +432,84 @@ void narrow(const Instr& in, Registers& regs, int reg, int n) {
   }
 }
 
+void eval_instruction(const Program& program, size_t r, Registers& regs, int n, const EvalContext& ctx);
+
+void evaluate_region(const Program& program, int region, Registers& regs, int n, const EvalContext& ctx) {
+  for (int r : program.regions()[region]) eval_instruction(program, static_cast<size_t>(r), regs, n, ctx);
+}
+
+// Runs a fold's body region once per step for every lane, combining in double (floats) or int64.
+void eval_fold(const Program& program, const Instr& in, size_t r, Registers& regs, int n, const EvalContext& ctx) {
+  const auto op = static_cast<ir::ReduceOp>(in.int_value);
+  const int64_t* extent = regs.i64(in.a);
+  int64_t steps = 0;
+  for (int i = 0; i < n; ++i) {
+    if (!ctx.active || ctx.active[i]) steps = std::max(steps, extent[i]);
+  }
+  const Instr& body = program.code()[in.b];
+  const bool floating = body.lane != Lane::I64;
+  double facc[kLanes];
+  int64_t iacc[kLanes];
+  const double finit = op == ir::ReduceOp::Max   ? -std::numeric_limits<double>::infinity()
+                       : op == ir::ReduceOp::Min ? std::numeric_limits<double>::infinity()
+                       : (op == ir::ReduceOp::Prod || op == ir::ReduceOp::All) ? 1.0
+                                                                               : 0.0;
+  const int64_t iinit = op == ir::ReduceOp::Max   ? std::numeric_limits<int64_t>::min()
+                        : op == ir::ReduceOp::Min ? std::numeric_limits<int64_t>::max()
+                        : (op == ir::ReduceOp::Prod || op == ir::ReduceOp::All) ? 1
+                                                                                : 0;
+  std::fill(facc, facc + n, finit);
+  std::fill(iacc, iacc + n, iinit);
+  uint8_t active[kLanes];
+  EvalContext inner = ctx;
+  inner.active = active;
+  int64_t* var = regs.i64(in.slot);
+  for (int64_t step = 0; step < steps; ++step) {
+    for (int i = 0; i < n; ++i) {
+      active[i] = (!ctx.active || ctx.active[i]) && step < extent[i];
+      var[i] = step;
+    }
+    evaluate_region(program, in.region, regs, n, inner);
+    for (int i = 0; i < n; ++i) {
+      if (!active[i]) continue;
+      double v = 0;
+      int64_t iv = 0;
+      switch (body.lane) {
+        case Lane::F32: v = regs.f32(in.b)[i]; break;
+        case Lane::F64: v = regs.f64(in.b)[i]; break;
+        case Lane::I64: iv = regs.i64(in.b)[i]; break;
+      }
+      if (floating) {
+        double& a = facc[i];
+        switch (op) {
+          case ir::ReduceOp::Sum: a += v; break;
+          case ir::ReduceOp::Prod: a *= v; break;
+          case ir::ReduceOp::Max: a = (a != a || v != v) ? std::numeric_limits<double>::quiet_NaN() : std::max(a, v); break;
+          case ir::ReduceOp::Min: a = (a != a || v != v) ? std::numeric_limits<double>::quiet_NaN() : std::min(a, v); break;
+          case ir::ReduceOp::Any: a = (a != 0 || v != 0); break;
+          case ir::ReduceOp::All: a = (a != 0 && v != 0); break;
+        }
+      } else {
+        int64_t& a = iacc[i];
+        switch (op) {
+          case ir::ReduceOp::Sum: a = wrap_add(a, iv); break;
+          case ir::ReduceOp::Prod: a = wrap_mul(a, iv); break;
+          case ir::ReduceOp::Max: a = std::max(a, iv); break;
+          case ir::ReduceOp::Min: a = std::min(a, iv); break;
+          case ir::ReduceOp::Any: a = (a != 0 || iv != 0); break;
+          case ir::ReduceOp::All: a = (a != 0 && iv != 0); break;
+        }
+      }
+    }
+  }
+  const int out = static_cast<int>(r);
+  switch (in.lane) {
+    case Lane::F32: std::transform(facc, facc + n, regs.f32(out), [](double v) { return static_cast<float>(v); }); break;
+    case Lane::F64: std::copy(facc, facc + n, regs.f64(out)); break;
+    case Lane::I64: std::copy(iacc, iacc + n, regs.i64(out)); break;
+  }
+}
+
 void eval_instruction(const Program& program, size_t r, Registers& regs, int n, const EvalContext& ctx) {
   const Instr& in = program.code()[r];
   const int out = static_cast<int>(r);
@@ -399,7 +518,8 @@ void eval_instruction(const Program& program, size_t r, Registers& regs, int n, 
     case ExprOp::Const:
     case ExprOp::Symbol:
     case ExprOp::LoopVar:
-    case ExprOp::ReduceVar: return;  // filled by the caller
+    case ExprOp::ReduceVar: return;  // filled by the caller (or by the enclosing fold)
+    case ExprOp::Fold: eval_fold(program, in, r, regs, n, ctx); break;
     case ExprOp::Load: eval_load(in, regs, out, n, ctx, program.origin()); break;
     case ExprOp::CheckIndex: eval_check_index(in, regs, out, n, ctx, program.origin()); return;
     case ExprOp::Cast: eval_cast(in, code[in.a], regs, out, n); break;
@@ -474,7 +594,7 @@ void initialize_constants(const Program& program, Registers& regs, const EvalCon
 }
 
 void evaluate_program(const Program& program, Registers& regs, int n, const EvalContext& ctx) {
-  for (size_t r = 0; r < program.code().size(); ++r) eval_instruction(program, r, regs, n, ctx);
+  evaluate_region(program, 0, regs, n, ctx);
 }
 
 void store_lanes(const Instr& instr, Registers& regs, int reg, int n, void* out, int64_t offset,

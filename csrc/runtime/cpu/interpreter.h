@@ -37,8 +37,10 @@ struct Instr {
   int a = -1, b = -1, c = -1;  // operand registers
   std::vector<int> index;      // Load: one register per dimension
   int mask = -1;               // Load / CheckIndex: mask register
-  int slot = 0;                // Load: operand slot. LoopVar/ReduceVar: axis
+  int slot = 0;                // Load: operand slot. LoopVar/ReduceVar: axis. Fold: its variable's register
   bool check_bounds = true;    // Load: verify indices at run time (unless proven in range)
+  bool fold_bound = false;     // ReduceVar: bound by a fold (set by the fold, not by the caller)
+  int region = -1;             // Fold: the region holding its body
   int64_t int_value = 0;
   double float_value = 0;
   std::string symbol;
@@ -54,15 +56,16 @@ class Program {
   Program(const std::vector<ir::Expr>& roots, std::string origin, const LoadProof& proven = nullptr);
 
   const std::vector<Instr>& code() const { return code_; }
+  // Region 0 runs once per evaluation; the others are fold bodies, run once per fold step.
+  const std::vector<std::vector<int>>& regions() const { return regions_; }
   int result(size_t root = 0) const { return results_.at(root); }
   bool uses_loop_var(int axis) const;
   bool uses_reduce_var() const { return uses_reduce_var_; }
   const std::string& origin() const { return origin_; }
 
  private:
-  int emit(const ir::Expr& e, std::vector<std::pair<ir::Expr, int>>& memo);
-
   std::vector<Instr> code_;
+  std::vector<std::vector<int>> regions_;
   std::vector<int> results_;
   std::vector<int> loop_axes_;
   bool uses_reduce_var_ = false;

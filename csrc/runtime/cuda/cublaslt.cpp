@@ -75,7 +75,7 @@ struct Matmul::Descriptors {
   }
 };
 
-Matmul::Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOperand& b)
+Matmul::Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOperand& b, const MatmulEpilogue& epilogue)
     : d_(std::make_unique<Descriptors>()), a_(a), b_(b) {
   const std::optional<ColumnMajor> ta = transposed(b, shape.k, shape.n);  // b^T
   const std::optional<ColumnMajor> tb = transposed(a, shape.m, shape.k);  // a^T
@@ -99,6 +99,15 @@ Matmul::Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOpe
         "cublasLtMatmulDescSetAttribute(TRANSA)");
   check(api.cublasLtMatmulDescSetAttribute(d_->matmul, CUBLASLT_MATMUL_DESC_TRANSB, &cb.op, sizeof cb.op),
         "cublasLtMatmulDescSetAttribute(TRANSB)");
+  if (epilogue.bias) {
+    // Column-major D' is n x m: the bias runs along its rows, i.e. one value per output column n.
+    const cublasLtEpilogue_t kind = epilogue.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    check(api.cublasLtMatmulDescSetAttribute(d_->matmul, CUBLASLT_MATMUL_DESC_EPILOGUE, &kind, sizeof kind),
+          "cublasLtMatmulDescSetAttribute(EPILOGUE)");
+    check(api.cublasLtMatmulDescSetAttribute(d_->matmul, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epilogue.bias,
+                                             sizeof epilogue.bias),
+          "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+  }
   check(api.cublasLtMatrixLayoutCreate(&d_->a, type, ca.rows, ca.cols, ca.ld), "cublasLtMatrixLayoutCreate(A)");
   check(api.cublasLtMatrixLayoutCreate(&d_->b, type, cb.rows, cb.cols, cb.ld), "cublasLtMatrixLayoutCreate(B)");
   check(api.cublasLtMatrixLayoutCreate(&d_->c, type, static_cast<uint64_t>(shape.n), static_cast<uint64_t>(shape.m),

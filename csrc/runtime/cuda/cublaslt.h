@@ -21,13 +21,19 @@ struct MatmulShape {
   bool allow_tf32 = false;
 };
 
+// out = act(a @ b + bias[n]) in cuBLASLt's epilogue (bias: n contiguous elements of the dtype).
+struct MatmulEpilogue {
+  const void* bias = nullptr;  // nullptr: no epilogue
+  bool relu = false;
+};
+
 // True when cuBLASLt can read a [rows, cols] operand in this layout without a copy.
 bool blas_compatible(const MatrixOperand& operand, int64_t rows, int64_t cols);
 
 // A prepared out[b] = a[b] @ b[b] (out contiguous [batch, m, n]), enqueued with run().
 class Matmul {
  public:
-  Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOperand& b);
+  Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOperand& b, const MatmulEpilogue& epilogue = {});
   ~Matmul();
   Matmul(const Matmul&) = delete;
   Matmul& operator=(const Matmul&) = delete;

@@ -336,6 +336,19 @@ class ArenaPlanner {
   size_t total_ = 0;
 };
 
+// The node's bias/ReLU epilogue for cuBLASLt (the bias must be one contiguous vector).
+cuda::MatmulEpilogue epilogue_of(const Node& node, const std::vector<Buffer>& buffers) {
+  cuda::MatmulEpilogue epilogue;
+  if (node.epilogue == ir::MatMulEpilogue::None) return epilogue;
+  const Buffer& bias = buffers[node.inputs[2]];
+  LUMINAL_CHECK(bias.sizes.size() == 1 && (bias.strides[0] == 1 || bias.sizes[0] <= 1), "the bias of ", node.origin,
+                " has stride ", bias.strides.at(0), "; cuBLASLt needs a contiguous bias");
+  // Before pointers are final (workspace sizing) any non-null address will do.
+  epilogue.bias = bias.ptr ? reinterpret_cast<const void*>(bias.ptr) : reinterpret_cast<const void*>(kAlignment);
+  epilogue.relu = node.epilogue == ir::MatMulEpilogue::BiasRelu;
+  return epilogue;
+}
+
 cuda::MatrixOperand matrix_of(const Buffer& b, size_t rank) {
   cuda::MatrixOperand m;
   m.data = reinterpret_cast<const void*>(b.ptr);
@@ -470,7 +483,7 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
     cuda::MatmulShape shape{node.dtype, rank == 3 ? out[0] : 1, out[rank - 2], out[rank - 1],
                             in.buffers[node.inputs[0]].sizes[rank - 1], context.allow_tf32};
     workspace = std::max(workspace, cuda::Matmul(shape, matrix_of(in.buffers[node.inputs[0]], rank),
-                                                 matrix_of(in.buffers[node.inputs[1]], rank))
+                                                 matrix_of(in.buffers[node.inputs[1]], rank), epilogue_of(node, in.buffers))
                                         .workspace_bytes());
   }
   const size_t workspace_offset = arena.total();
@@ -553,7 +566,8 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
       cuda::MatmulShape shape{node.dtype, rank == 3 ? out[0] : 1, out[rank - 2], out[rank - 1],
                               in.buffers[node.inputs[0]].sizes[rank - 1], context.allow_tf32};
       in.matmuls[m++] = std::make_unique<cuda::Matmul>(shape, matrix_of(in.buffers[node.inputs[0]], rank),
-                                                       matrix_of(in.buffers[node.inputs[1]], rank));
+                                                       matrix_of(in.buffers[node.inputs[1]], rank),
+                                                       epilogue_of(node, in.buffers));
       for (NodeId operand : node.inputs) {
         const NodeId base = view_base(g, operand);
         if (placement[base] == Placement::Input) {
