@@ -99,14 +99,17 @@ def measure(fn: Callable[[], Any], warmup: int, iterations: int) -> dict[str, fl
     per_call = sorted(s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends, strict=True))
     loop_start, loop_end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     loop_start.record()
+    host_start = time.perf_counter()
     for _ in range(iterations):
         fn()
+    host_seconds = time.perf_counter() - host_start
     loop_end.record()
     torch.cuda.synchronize()
     return {
         "median_us": statistics.median(per_call),
         "p90_us": per_call[int(0.9 * (len(per_call) - 1))],
         "loop_mean_us": loop_start.elapsed_time(loop_end) * 1000.0 / iterations,
+        "host_us": host_seconds * 1e6 / iterations,  # CPU time to submit one call (the GPU runs behind)
     }
 
 
@@ -128,7 +131,8 @@ def run_config(name: str, batch: int, backends: list[str], warmup: int, iteratio
             results[backend] = {**timing, "max_abs_diff": max_diff, "first_call_s": setup}
             print(
                 f"  {backend:12s} median {timing['median_us']:9.1f} us  p90 {timing['p90_us']:9.1f} us  "
-                f"loop {timing['loop_mean_us']:9.1f} us  max|diff| {max_diff:.2e}  first call {setup:6.2f} s",
+                f"loop {timing['loop_mean_us']:9.1f} us  host {timing['host_us']:7.1f} us  "
+                f"max|diff| {max_diff:.2e}  first call {setup:6.2f} s",
                 flush=True,
             )
     return results

@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "ir/simplify.h"
+#include "passes/passes.h"
 
 namespace luminal::codegen {
 
@@ -20,6 +21,9 @@ using ir::Node;
 using ir::NodeKind;
 
 namespace {
+
+constexpr size_t kMaxPieces = 256;
+constexpr int64_t kWarpFoldLength = 64;
 
 // ------------------------------------------------------------------------------------------------
 // Types and literals
@@ -97,10 +101,23 @@ class KernelWriter {
   Kernel write() {
     Kernel kernel;
     kernel.outputs = ir::product(node_.shape);
+    std::vector<passes::PointwisePiece> pieces;
     if (node_.kind == NodeKind::Reduce) {
       kernel.schedule = choose_reduce_schedule();
+    } else {
+      pieces = passes::split_pointwise(node_);
+      if (pieces.size() > 1 && pieces.size() <= kMaxPieces) {
+        kernel.schedule = Schedule::Pieces;
+        kernel.grid_y = static_cast<int>(pieces.size());
+        Expr largest = ir::int_const(0);
+        for (const passes::PointwisePiece& piece : pieces) largest = ir::max(largest, ir::product(piece_shape(piece)));
+        kernel.outputs = ir::simplify(largest, {});
+      } else if (has_long_top_level_fold(node_.body)) {
+        kernel.schedule = Schedule::WarpPerOutput;
+      }
     }
     kernel.threads_per_output = kernel.schedule == Schedule::WarpPerOutput ? 32 : 1;
+    warp_mode_ = kernel.schedule == Schedule::WarpPerOutput;
 
     add_param(ParamKind::Output);
     for (size_t slot = 0; slot < operands_.size(); ++slot) add_param(ParamKind::Input, static_cast<int>(slot));
@@ -113,7 +130,13 @@ class KernelWriter {
       }
     }
 
-    const std::string body = kernel.schedule == Schedule::Elementwise ? elementwise_body() : reduce_body(kernel.schedule);
+    std::string body;
+    switch (kernel.schedule) {
+      case Schedule::Elementwise: body = elementwise_body(); break;
+      case Schedule::Pieces: body = pieces_body(pieces); break;
+      case Schedule::WarpPerOutput: body = node_.kind == NodeKind::Reduce ? reduce_body(kernel.schedule) : elementwise_body(); break;
+      case Schedule::ThreadPerOutput: body = reduce_body(kernel.schedule); break;
+    }
     const std::string params_struct = params_declaration();
     // Name by content so that equal kernels share one compiled function.
     const std::string text = params_struct + body;
@@ -230,6 +253,13 @@ class KernelWriter {
     return static_cast<int>(scopes_.size()) - 1;
   }
 
+  bool inside_loop(int scope) const {
+    for (int s = scope; s >= 0; s = scopes_[s]->parent) {
+      if (!scopes_[s]->vars.empty()) return true;
+    }
+    return false;
+  }
+
   int placement(const Expr& e, int scope) {
     const std::vector<int>& vars = free_vars(e);
     while (scopes_[scope]->parent >= 0 && !scopes_[scope]->branch) {
@@ -313,12 +343,17 @@ class KernelWriter {
     const int body_scope = open_scope(scope, {e->index}, false);
     scopes_[body_scope]->names.emplace(ir::reduce_var(e->index), var);
     const std::string value = emit(e->args[1], body_scope);
+    // In warp mode a fold outside any loop is shared by the warp's lanes (the element is
+    // warp-uniform); its partial results are combined across lanes with shuffles.
+    const bool cooperative = warp_mode_ && !inside_loop(scope);
     line(scope, str_cat(c.acc_type, " ", acc, " = ", c.init, ";"));
-    line(scope, str_cat("for (lm_i64 ", var, " = 0; ", var, " < ", extent, "; ++", var, ") {"));
+    line(scope, str_cat("for (lm_i64 ", var, " = ", cooperative ? "lm_lane" : "0", "; ", var, " < ", extent, "; ",
+                        var, cooperative ? " += 32" : "++", ") {"));
     scopes_[scope]->code << scopes_[body_scope]->code.str()
                          << indented(body_scope, str_cat("{ const ", c.acc_type, " val = (", c.acc_type, ")", value, "; ",
                                                          replace_all(c.step, "acc", acc), " }"));
     line(scope, "}");
+    if (cooperative) line(scope, replace_all(warp_combine(c), "acc", acc));
     const std::string name = fresh();
     line(scope, str_cat("const ", value_type(e->dtype), " ", name, " = ", rounding(e->dtype, str_cat("(", value_type(e->dtype), ")", acc)), ";"));
     scopes_[scope]->names.emplace(e, name);
@@ -479,15 +514,17 @@ class KernelWriter {
   }
 
   // ---- kernel bodies ----
-  std::string unravel(const std::string& flat, int indent) const {
+  std::string unravel(const std::string& flat, int indent) const { return unravel(flat, indent, node_.shape); }
+
+  std::string unravel(const std::string& flat, int indent, const ir::Shape& shape) const {
     std::ostringstream out;
     const std::string pad(indent, ' ');
     out << pad << "lm_i64 lm_rest = " << flat << ";\n";
-    for (size_t d = node_.rank(); d-- > 0;) {
-      const std::string dim = shape_code(node_.shape[d]);
+    for (size_t d = shape.size(); d-- > 0;) {
+      const std::string dim = shape_code(shape[d]);
       if (d == 0) {
         out << pad << "const lm_i64 i0 = lm_rest;\n";
-      } else if (node_.shape[d]->is_int_const(1)) {
+      } else if (shape[d]->is_int_const(1)) {
         out << pad << "const lm_i64 i" << d << " = 0;\n";
       } else {
         out << pad << "const lm_i64 i" << d << " = lm_rest % " << dim << "; lm_rest /= " << dim << ";\n";
@@ -512,14 +549,91 @@ class KernelWriter {
     std::ostringstream out;
     out << "extern \"C\" __global__ void __launch_bounds__(256) LM_KERNEL(const LM_KERNEL_params p) {\n";
     out << "  const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(node_.shape), {})) << ";\n";
-    out << "  for (lm_i64 lm_flat = (lm_i64)blockIdx.x * blockDim.x + threadIdx.x; lm_flat < lm_n;"
-        << " lm_flat += (lm_i64)gridDim.x * blockDim.x) {\n";
+    if (warp_mode_) {
+      // A warp per element: every lane runs the element's code, lanes split its top-level folds.
+      out << "  const int lm_lane = threadIdx.x & 31;\n";
+      out << "  for (lm_i64 lm_flat = ((lm_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; lm_flat < lm_n;"
+          << " lm_flat += ((lm_i64)gridDim.x * blockDim.x) >> 5) {\n";
+    } else {
+      out << "  for (lm_i64 lm_flat = (lm_i64)blockIdx.x * blockDim.x + threadIdx.x; lm_flat < lm_n;"
+          << " lm_flat += (lm_i64)gridDim.x * blockDim.x) {\n";
+    }
     out << "    bool lm_ok = true; (void)lm_ok;\n";
     out << unravel("lm_flat", 4);
     out << scopes_[root]->code.str();
-    out << "    p.out[lm_flat] = " << store_code(result) << ";\n";
+    out << "    " << (warp_mode_ ? "if (lm_lane == 0) " : "") << "p.out[lm_flat] = " << store_code(result) << ";\n";
     out << "  }\n}\n";
     return out.str();
+  }
+
+  static ir::Shape piece_shape_of(const Node& node, const passes::PointwisePiece& piece) {
+    ir::Shape shape = node.shape;
+    if (piece.axis >= 0) shape[piece.axis] = piece.extent;
+    return shape;
+  }
+  ir::Shape piece_shape(const passes::PointwisePiece& piece) const { return piece_shape_of(node_, piece); }
+
+  // One case per piece, selected by blockIdx.y; each piece iterates its own box of the output.
+  std::string pieces_body(const std::vector<passes::PointwisePiece>& pieces) {
+    std::ostringstream out;
+    out << "extern \"C\" __global__ void __launch_bounds__(256) LM_KERNEL(const LM_KERNEL_params p) {\n";
+    out << "  switch (blockIdx.y) {\n";
+    // Contiguous output strides.
+    std::vector<std::string> strides(node_.rank());
+    {
+      Expr stride = ir::int_const(1);
+      for (size_t d = node_.rank(); d-- > 0;) {
+        strides[d] = shape_code(ir::simplify(stride, {}));
+        stride = ir::mul(stride, node_.shape[d]);
+      }
+    }
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      const passes::PointwisePiece& piece = pieces[k];
+      const ir::Shape box = piece_shape(piece);
+      const int root = open_scope(-1, {}, false);
+      scopes_[root]->indent = 6;
+      const std::string result = emit(piece.body, root);
+      std::string offset;
+      for (size_t d = 0; d < node_.rank(); ++d) {
+        std::string index = str_cat("i", d);
+        if (static_cast<int>(d) == piece.axis && !piece.begin->is_int_const(0)) {
+          index = str_cat("(i", d, " + ", shape_code(piece.begin), ")");
+        }
+        const std::string term = strides[d] == "1LL" ? index : str_cat(index, " * ", strides[d]);
+        offset = offset.empty() ? term : str_cat(offset, " + ", term);
+      }
+      if (offset.empty()) offset = "0";
+      out << "    case " << k << ": {\n";
+      out << "    const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(box), {})) << ";\n";
+      out << "    for (lm_i64 lm_flat = (lm_i64)blockIdx.x * blockDim.x + threadIdx.x; lm_flat < lm_n;"
+          << " lm_flat += (lm_i64)gridDim.x * blockDim.x) {\n";
+      out << "      bool lm_ok = true; (void)lm_ok;\n";
+      out << unravel("lm_flat", 6, box);
+      out << scopes_[root]->code.str();
+      out << "      p.out[" << offset << "] = " << store_code(result) << ";\n";
+      out << "    }\n";
+      out << "    } break;\n";
+    }
+    out << "  }\n}\n";
+    return out.str();
+  }
+
+  // A fold long enough that a warp should share it (it is not inside another loop).
+  bool has_long_top_level_fold(const Expr& body) const {
+    bool found = false;
+    std::function<void(const Expr&, bool)> walk = [&](const Expr& e, bool in_loop) {
+      if (found) return;
+      if (e->op == ExprOp::Fold) {
+        const auto extent = ir::as_int_const(e->args[0]);
+        if (!in_loop && extent && *extent >= kWarpFoldLength) found = true;
+        walk(e->args[0], in_loop);
+        walk(e->args[1], true);
+        return;
+      }
+      for (const Expr& arg : e->args) walk(arg, in_loop);
+    };
+    walk(body, false);
+    return found;
   }
 
   Schedule choose_reduce_schedule() const {
@@ -653,6 +767,7 @@ class KernelWriter {
   std::unordered_map<const ir::ExprNode*, bool> expensive_;
   int counter_ = 0;
   bool uses_checks_ = false;
+  bool warp_mode_ = false;
 };
 
 }  // namespace

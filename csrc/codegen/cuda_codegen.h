@@ -50,8 +50,9 @@ struct OperandInfo {
 
 enum class Schedule : uint8_t {
   Elementwise,      // one thread per output element
+  Pieces,           // pointwise pieces (a concatenation): blockIdx.y selects the piece
   ThreadPerOutput,  // reductions: one thread loops over the whole reduction
-  WarpPerOutput,    // reductions: a warp splits the reduction and combines with shuffles
+  WarpPerOutput,    // a warp per output: it splits the reduction (or a pointwise node's long folds)
 };
 
 struct Kernel {
@@ -59,9 +60,10 @@ struct Kernel {
   std::string source;  // the kernel alone (the module adds the prelude)
   std::vector<KernelParam> params;
   Schedule schedule = Schedule::Elementwise;
-  ir::Expr outputs;   // number of output elements (a shape expression)
+  ir::Expr outputs;   // output elements per grid row (the largest piece for Pieces): a shape expression
   int threads_per_output = 1;
   int block_size = 256;
+  int grid_y = 1;     // pieces
 };
 
 // Error codes written into the device error record.

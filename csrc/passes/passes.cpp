@@ -367,7 +367,8 @@ void lower_small_matmuls(Graph& graph, const OptimizeOptions& options) {
     const Node& a = graph.node(node.inputs[0]);
     const auto k = ir::as_int_const(a.shape[rank - 1]);
     const auto n = ir::as_int_const(node.shape[rank - 1]);
-    const bool small = (k && *k <= options.small_matmul_k) || (n && *n <= options.small_matmul_n);
+    const bool small = (k && n && *k <= options.small_matmul_k && *n <= options.small_matmul_k_max_n) ||
+                       (n && *n <= options.small_matmul_n);
     if (!small) continue;
     // out[b, m, n] = sum over r < K of a[b, m, r] * b[b, r, n]
     std::vector<Expr> a_index, b_index;

@@ -17,6 +17,7 @@ struct OptimizeOptions {
   // a matmul becomes a reduction when K <= small_matmul_k or N <= small_matmul_n.
   int64_t max_inlined_reduction = 4096;
   int64_t small_matmul_k = 32;
+  int64_t small_matmul_k_max_n = 64;  // short-K matmuls wider than this stay on the library
   int64_t small_matmul_n = 4;
   // A producer read from several places is still inlined when its body has at most this many
   // arithmetic operations (views, casts and index math are free).
@@ -35,7 +36,8 @@ ir::Graph eliminate_dead_code(const ir::Graph& graph);
 // Substitutes pointwise producers into the bodies of pointwise and reduce consumers.
 void inline_pointwise(ir::Graph& graph, const OptimizeOptions& options);
 
-// Turns f32/f64 matmuls with a static short inner dimension or few output columns into sum
+// Turns f32/f64 matmuls with a static short inner dimension (and few columns) or very few output
+// columns into sum
 // reductions, which fuse with their producers and consumers (cuBLASLt keeps the large ones).
 void lower_small_matmuls(ir::Graph& graph, const OptimizeOptions& options);
 

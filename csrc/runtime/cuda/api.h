@@ -53,6 +53,7 @@ void add_library_dirs(const std::vector<std::string>& dirs);
   X(cuEventRecord)                     \
   X(cuEventQuery)                      \
   X(cuEventSynchronize)                \
+  X(cuEventElapsedTime)                \
   X(cuGraphCreate)                     \
   X(cuGraphDestroy)                    \
   X(cuGraphAddKernelNode)              \

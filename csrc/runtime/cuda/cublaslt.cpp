@@ -1,6 +1,8 @@
 #include "runtime/cuda/cublaslt.h"
 
 #include <algorithm>
+#include <limits>
+#include <vector>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -60,7 +62,8 @@ struct Matmul::Descriptors {
   cublasLtMatmulDesc_t matmul = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulPreference_t preference = nullptr;
-  cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> candidates;
+  size_t chosen = 0;
   double alpha_d = 1.0, beta_d = 0.0;
   float alpha_f = 1.0f, beta_f = 0.0f;
   bool double_scale = false;
@@ -130,15 +133,51 @@ Matmul::Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOpe
   check(api.cublasLtMatmulPreferenceSetAttribute(d_->preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                  &max_workspace, sizeof max_workspace),
         "cublasLtMatmulPreferenceSetAttribute");
-  cublasLtMatmulHeuristicResult_t result{};
+  constexpr int kCandidates = 8;
+  cublasLtMatmulHeuristicResult_t results[kCandidates]{};
   int found = 0;
-  check(api.cublasLtMatmulAlgoGetHeuristic(handle(), d_->matmul, d_->a, d_->b, d_->c, d_->c, d_->preference, 1,
-                                           &result, &found),
+  check(api.cublasLtMatmulAlgoGetHeuristic(handle(), d_->matmul, d_->a, d_->b, d_->c, d_->c, d_->preference,
+                                           kCandidates, results, &found),
         "cublasLtMatmulAlgoGetHeuristic");
   LUMINAL_CHECK(found > 0, "cuBLASLt has no algorithm for ", dtype_name(shape.dtype), " matmul [", shape.batch, ", ",
                 shape.m, ", ", shape.k, "] @ [", shape.k, ", ", shape.n, "]");
-  d_->algo = result.algo;
-  workspace_bytes_ = result.workspaceSize;
+  for (int i = 0; i < found; ++i) {
+    if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    d_->candidates.push_back(results[i].algo);
+    workspace_bytes_ = std::max(workspace_bytes_, results[i].workspaceSize);
+  }
+  LUMINAL_CHECK(!d_->candidates.empty(), "cuBLASLt's algorithms all failed for this matmul");
+}
+
+void Matmul::select_fastest(void* out, void* workspace, CUstream stream) {
+  if (d_->candidates.size() < 2) return;
+  const DriverApi& api = driver();
+  CUevent start = nullptr, end = nullptr;
+  check(api.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
+  check(api.cuEventCreate(&end, CU_EVENT_DEFAULT), "cuEventCreate");
+  float best = std::numeric_limits<float>::max();
+  size_t best_index = 0;
+  for (size_t i = 0; i < d_->candidates.size(); ++i) {
+    d_->chosen = i;
+    try {
+      run(out, workspace, stream);  // warm-up
+      check(api.cuEventRecord(start, stream), "cuEventRecord");
+      for (int repeat = 0; repeat < 3; ++repeat) run(out, workspace, stream);
+      check(api.cuEventRecord(end, stream), "cuEventRecord");
+      check(api.cuEventSynchronize(end), "cuEventSynchronize");
+    } catch (const Error&) {
+      continue;  // a candidate that fails to launch is simply not chosen
+    }
+    float ms = 0;
+    check(api.cuEventElapsedTime(&ms, start, end), "cuEventElapsedTime");
+    if (ms < best) {
+      best = ms;
+      best_index = i;
+    }
+  }
+  api.cuEventDestroy(start);
+  api.cuEventDestroy(end);
+  d_->chosen = best_index;
 }
 
 Matmul::~Matmul() = default;
@@ -147,7 +186,7 @@ void Matmul::run(void* out, void* workspace, CUstream stream) const {
   const void* alpha = d_->double_scale ? static_cast<const void*>(&d_->alpha_d) : &d_->alpha_f;
   const void* beta = d_->double_scale ? static_cast<const void*>(&d_->beta_d) : &d_->beta_f;
   check(cublaslt().cublasLtMatmul(handle(), d_->matmul, alpha, b_.data, d_->a, a_.data, d_->b, beta, out, d_->c, out,
-                                  d_->c, &d_->algo, workspace, workspace_bytes_, stream),
+                                  d_->c, &d_->candidates[d_->chosen], workspace, workspace_bytes_, stream),
         "cublasLtMatmul");
 }
 

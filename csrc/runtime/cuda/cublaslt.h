@@ -38,7 +38,10 @@ class Matmul {
   Matmul(const Matmul&) = delete;
   Matmul& operator=(const Matmul&) = delete;
 
+  // The largest workspace any candidate algorithm needs.
   size_t workspace_bytes() const { return workspace_bytes_; }
+  // Times every candidate algorithm on this stream (synchronizing) and keeps the fastest.
+  void select_fastest(void* out, void* workspace, CUstream stream);
   void run(void* out, void* workspace, CUstream stream) const;
 
  private:

@@ -1,6 +1,7 @@
 #include "runtime/cuda/executor.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -270,6 +271,7 @@ struct PinnedRecord {
 
 struct Executor::Instance {
   std::shared_ptr<void> arena;
+  void* workspace = nullptr;  // cuBLASLt's, inside the arena
   std::shared_ptr<void> error_record;  // device int64[4]
   PinnedRecord host_error;
   CUevent done = nullptr;
@@ -497,6 +499,7 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
     if (placement[node.id] == Placement::VirtualView) resolve_view(node.id, arena_base);
   }
   void* const workspace_ptr = reinterpret_cast<void*>(arena_base + workspace_offset);
+  in.workspace = workspace_ptr;
 
   in.error_record = context.allocator->allocate(4 * sizeof(int64_t), context.device);
   const CUstream stream = static_cast<CUstream>(context.stream);
@@ -544,8 +547,8 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
       }
       launch.fields.push_back(value);
     }
-    const int64_t work = product(in.buffers[node.id].sizes) * kernel.threads_per_output;
-    if (work == 0) continue;  // nothing to compute
+    const int64_t work = evaluate(kernel.outputs, symbols) * kernel.threads_per_output;
+    if (work == 0 || product(in.buffers[node.id].sizes) == 0) continue;  // nothing to compute
     const int64_t blocks = (work + kBlock - 1) / kBlock;
     launch.grid = static_cast<unsigned>(std::min<int64_t>(blocks, 65535 * 8));
     in.bytes_per_call += static_cast<size_t>(product(in.buffers[node.id].sizes)) * dtype_size(node.dtype);
@@ -565,9 +568,14 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
       const std::vector<int64_t>& out = in.buffers[node.id].sizes;
       cuda::MatmulShape shape{node.dtype, rank == 3 ? out[0] : 1, out[rank - 2], out[rank - 1],
                               in.buffers[node.inputs[0]].sizes[rank - 1], context.allow_tf32};
-      in.matmuls[m++] = std::make_unique<cuda::Matmul>(shape, matrix_of(in.buffers[node.inputs[0]], rank),
-                                                       matrix_of(in.buffers[node.inputs[1]], rank),
-                                                       epilogue_of(node, in.buffers));
+      in.matmuls[m] = std::make_unique<cuda::Matmul>(shape, matrix_of(in.buffers[node.inputs[0]], rank),
+                                                     matrix_of(in.buffers[node.inputs[1]], rank),
+                                                     epilogue_of(node, in.buffers));
+      // cuBLASLt's heuristic ranks candidates by a model; timing them on this device picks better
+      // kernels for the small and skinny shapes these graphs have (done once per instance).
+      if (product(out) > 0) in.matmuls[m]->select_fastest(reinterpret_cast<void*>(in.buffers[node.id].ptr), workspace_ptr,
+                                                         static_cast<CUstream>(context.stream));
+      ++m;
       for (NodeId operand : node.inputs) {
         const NodeId base = view_base(g, operand);
         if (placement[base] == Placement::Input) {
@@ -624,7 +632,8 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
     CUDA_KERNEL_NODE_PARAMS params{};
     params.func = device_->functions[launch.kernel];
     params.gridDimX = launch.grid;
-    params.gridDimY = params.gridDimZ = 1;
+    params.gridDimY = static_cast<unsigned>(kernels_[launch.kernel].grid_y);
+    params.gridDimZ = 1;
     params.blockDimX = kBlock;
     params.blockDimY = params.blockDimZ = 1;
     void* args[] = {launch.fields.data()};
@@ -758,7 +767,8 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
     CUDA_KERNEL_NODE_PARAMS params{};
     params.func = device_->functions[launch.kernel];
     params.gridDimX = launch.grid;
-    params.gridDimY = params.gridDimZ = 1;
+    params.gridDimY = static_cast<unsigned>(kernels_[launch.kernel].grid_y);
+    params.gridDimZ = 1;
     params.blockDimX = kBlock;
     params.blockDimY = params.blockDimZ = 1;
     void* args[] = {launch.fields.data()};
@@ -767,6 +777,10 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
     ++stats_.pointer_updates;
   }
   const CUstream stream = static_cast<CUstream>(context.stream);
+  if (env_flag("LUMINAL_PROFILE")) {
+    run_steps_one_by_one(instance, stream);
+    return;
+  }
   LUMINAL_CU(api.cuGraphLaunch(instance.exec, stream));
   LUMINAL_CU(api.cuEventRecord(instance.done, stream));
   instance.launched = true;
@@ -775,6 +789,50 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
   stats_.graph_nodes = instance.graph_nodes;
   stats_.bytes_per_call = instance.bytes_per_call;
   if (env_flag("LUMINAL_SYNC_CHECK")) raise_pending_errors(instance, /*wait=*/true);
+}
+
+// LUMINAL_PROFILE=1: every step is launched on its own between events, the stream synchronized
+// after each, and the times printed: slow, for finding slow or failing kernels.
+void Executor::run_steps_one_by_one(Instance& instance, void* raw_stream) {
+  const CUstream stream = static_cast<CUstream>(raw_stream);
+  const cuda::DriverApi& api = cuda::driver();
+  CUevent start = nullptr, end = nullptr;
+  LUMINAL_CU(api.cuEventCreate(&start, CU_EVENT_DEFAULT));
+  LUMINAL_CU(api.cuEventCreate(&end, CU_EVENT_DEFAULT));
+  size_t launch_index = 0, matmul_index = 0;
+  float total = 0;
+  for (const Step& step : steps_) {
+    const Node& node = graph_->node(step.node);
+    if (product(instance.buffers[node.id].sizes) == 0) {
+      matmul_index += step.is_matmul;
+      continue;
+    }
+    LUMINAL_CU(api.cuEventRecord(start, stream));
+    std::string what;
+    if (step.is_matmul) {
+      instance.matmuls[matmul_index++]->run(reinterpret_cast<void*>(instance.buffers[node.id].ptr),
+                                            instance.workspace, stream);
+      what = "cublasLt";
+    } else {
+      Instance::Launch& launch = instance.launches[launch_index++];
+      void* args[] = {launch.fields.data()};
+      LUMINAL_CU(api.cuLaunchKernel(device_->functions[launch.kernel], launch.grid,
+                                    static_cast<unsigned>(kernels_[launch.kernel].grid_y), 1, kBlock, 1, 1, 0, stream, args,
+                                    nullptr));
+      what = kernels_[launch.kernel].name;
+    }
+    LUMINAL_CU(api.cuEventRecord(end, stream));
+    LUMINAL_CU(api.cuEventSynchronize(end));
+    float ms = 0;
+    LUMINAL_CU(api.cuEventElapsedTime(&ms, start, end));
+    total += ms;
+    std::fprintf(stderr, "[luminal cuda] %%%d %-24s %9.1f us  %s\n", node.id, what.c_str(), ms * 1000.0f,
+                 node.origin.c_str());
+  }
+  std::fprintf(stderr, "[luminal cuda] total %.1f us over %zu steps\n", total * 1000.0f, steps_.size());
+  api.cuEventDestroy(start);
+  api.cuEventDestroy(end);
+  raise_pending_errors(instance, /*wait=*/false);
 }
 
 Stats Executor::stats() const {

@@ -82,6 +82,7 @@ class Executor {
   std::unique_ptr<Instance> build_instance(const SymbolValues& symbols, const CallContext& context,
                                            const std::vector<TensorView>& inputs);
   void raise_pending_errors(Instance& instance, bool wait);
+  void run_steps_one_by_one(Instance& instance, void* stream);
 
   std::shared_ptr<const ir::Graph> graph_;
   std::vector<codegen::Kernel> kernels_;
