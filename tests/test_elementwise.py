@@ -20,6 +20,8 @@ UNARY_FLOAT_OPS = {
     "sin": torch.sin,
     "cos": torch.cos,
     "erf": torch.erf,
+    "gelu": torch.nn.functional.gelu,
+    "gelu_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
     "floor": torch.floor,
     "ceil": torch.ceil,
     "trunc": torch.trunc,

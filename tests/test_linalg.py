@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from helpers import check, non_contiguous, rand
+import luminal
+from helpers import assert_same, check, non_contiguous, rand
 
 # Float32 reductions over k reorder additions; tolerances scale with the inner dimension.
 MM_SHAPES = [(1, 1, 1), (3, 5, 7), (17, 33, 9), (64, 128, 48), (2, 513, 3)]
@@ -56,3 +57,23 @@ def test_linear_and_matmul(device: str) -> None:
     check(lambda x: torch.nn.functional.linear(x, w, b), rand(3, 7, device=device))
     check(lambda x: torch.nn.functional.linear(x, w), rand(2, 4, 7, device=device))  # 3-D input
     check(torch.matmul, rand(2, 3, 4, device=device), rand(4, 5, device=device))
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_linear_gelu(approximate: str, dtype: torch.dtype, device: str) -> None:
+    """tanh-GELU runs in the matmul's epilogue (cuBLASLt's GELU is that approximation); exact GELU
+    stays a fused pointwise kernel."""
+    model = torch.nn.Sequential(torch.nn.Linear(48, 72), torch.nn.GELU(approximate=approximate))
+    model = model.to(device=device, dtype=dtype)
+    captured: list = []
+
+    def backend(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]):
+        compiled = luminal.luminal_backend(gm, inputs)
+        captured.append(compiled)
+        return compiled
+
+    x = rand(37, 48, dtype=dtype, device=device)
+    with torch.no_grad():
+        assert_same(torch.compile(model, backend=backend)(x), model(x), tolerance_scale=4)
+    assert ("+ bias, gelu_tanh" in captured[0].ir()) == (approximate == "tanh")

@@ -216,6 +216,7 @@ class PyCompiledGraph {
       c["graph_nodes"] = s.cuda.graph_nodes;
       c["launches_per_call"] = s.cuda.launches_per_call;
       c["staging_copies"] = s.cuda.staging_copies;
+      c["host_syncs"] = s.cuda.host_syncs;
       c["bytes_per_call"] = s.cuda.bytes_per_call;
       c["instances"] = s.cuda.instances;
       c["graph_builds"] = s.cuda.graph_builds;

@@ -419,6 +419,7 @@ class KernelWriter {
       case ExprOp::Sin: return str_cat("sin", f, "(", arg(0), ")");
       case ExprOp::Cos: return str_cat("cos", f, "(", arg(0), ")");
       case ExprOp::Erf: return str_cat("erf", f, "(", arg(0), ")");
+      case ExprOp::GeluTanh: return str_cat("lm_gelu_tanh_", sfx, "(", arg(0), ")");
       case ExprOp::Floor: return str_cat("floor", f, "(", arg(0), ")");
       case ExprOp::Ceil: return str_cat("ceil", f, "(", arg(0), ")");
       case ExprOp::Trunc: return str_cat("trunc", f, "(", arg(0), ")");
@@ -808,6 +809,8 @@ __device__ __forceinline__ float lm_sign_f(float x) { return x != x ? x : (float
 __device__ __forceinline__ double lm_sign_d(double x) { return x != x ? x : (double)((0.0 < x) - (x < 0.0)); }
 __device__ __forceinline__ float lm_pymod_f(float a, float b) { float m = fmodf(a, b); if (m != 0.0f && ((b < 0.0f) != (m < 0.0f))) m += b; return m; }
 __device__ __forceinline__ double lm_pymod_d(double a, double b) { double m = fmod(a, b); if (m != 0.0 && ((b < 0.0) != (m < 0.0))) m += b; return m; }
+__device__ __forceinline__ float lm_gelu_tanh_f(float x) { return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * (x * x * x)))); }
+__device__ __forceinline__ double lm_gelu_tanh_d(double x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * (x * x * x)))); }
 
 // NaN and out-of-range values convert to INT64_MIN, as on the CPU.
 __device__ __forceinline__ lm_i64 lm_f2i(double v) {

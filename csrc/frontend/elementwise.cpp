@@ -103,6 +103,24 @@ void translate_logical_not(Context& ctx, const pt2::Node& node) {
   }));
 }
 
+// gelu(x): exact (erf) or the tanh approximation; f16/bf16 computed in f32 and rounded once, as
+// torch's kernels do.
+void translate_gelu(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "self");
+  const DType out = ctx.out_dtype(node);
+  LUMINAL_CHECK(is_floating(out), "gelu needs a floating-point tensor, got ", dtype_name(out));
+  const std::string approximate = ctx.string_arg(node, "approximate").value_or("none");
+  LUMINAL_CHECK(approximate == "none" || approximate == "tanh", "unknown gelu approximate='", approximate, "'");
+  const DType compute = out == DType::F64 ? DType::F64 : DType::F32;
+  ctx.set_output(node, b.elementwise({Operand::of(x)}, compute, out, [&](const std::vector<Expr>& v) {
+    if (approximate == "tanh") return ir::unary(ExprOp::GeluTanh, v[0]);
+    const Expr half = ir::scalar_const(0.5, compute);
+    const Expr erf = ir::unary(ExprOp::Erf, ir::mul(v[0], ir::scalar_const(0.7071067811865476, compute)));
+    return ir::mul(ir::mul(half, v[0]), ir::add(ir::scalar_const(1.0, compute), erf));
+  }));
+}
+
 template <ExprOp Op>
 void unary(Context& ctx, const pt2::Node& node) {
   translate_unary(ctx, node, Op);
@@ -130,6 +148,7 @@ void register_elementwise_ops(Registry& registry) {
   registry.add(aten + "sin.default", unary<ExprOp::Sin>);
   registry.add(aten + "cos.default", unary<ExprOp::Cos>);
   registry.add(aten + "erf.default", unary<ExprOp::Erf>);
+  registry.add(aten + "gelu.default", translate_gelu);
   registry.add(aten + "floor.default", unary<ExprOp::Floor>);
   registry.add(aten + "ceil.default", unary<ExprOp::Ceil>);
   registry.add(aten + "trunc.default", unary<ExprOp::Trunc>);

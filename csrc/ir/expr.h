@@ -43,6 +43,7 @@ namespace luminal::ir {
   X(Sin, 1, "sin")                   \
   X(Cos, 1, "cos")                   \
   X(Erf, 1, "erf")                   \
+  X(GeluTanh, 1, "gelu_tanh")        \
   X(Floor, 1, "floor")               \
   X(Ceil, 1, "ceil")                 \
   X(Trunc, 1, "trunc")               \

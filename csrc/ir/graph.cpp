@@ -290,6 +290,7 @@ std::string Graph::to_string() const {
         if (n.body) out << " { " << ir::to_string(n.body) << " }";
         if (n.epilogue == MatMulEpilogue::Bias) out << " + bias";
         if (n.epilogue == MatMulEpilogue::BiasRelu) out << " + bias, relu";
+        if (n.epilogue == MatMulEpilogue::BiasGeluTanh) out << " + bias, gelu_tanh";
         break;
       }
     }

@@ -26,7 +26,7 @@ using Shape = std::vector<Expr>;  // one i64 shape expression (symbols and const
 enum class NodeKind : uint8_t { Input, Constant, Pointwise, Reduce, MatMul };
 enum class InputRole : uint8_t { User, Parameter, Buffer };
 // What a matmul applies to its result: out = act(a @ b + bias[n]) (bias is input 2).
-enum class MatMulEpilogue : uint8_t { None, Bias, BiasRelu };
+enum class MatMulEpilogue : uint8_t { None, Bias, BiasRelu, BiasGeluTanh };
 
 const char* node_kind_name(NodeKind kind);
 const char* input_role_name(InputRole role);

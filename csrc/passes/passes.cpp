@@ -490,6 +490,8 @@ bool is_identity_load(const Expr& e, size_t rank) {
   return true;
 }
 
+Expr strip_cast(const Expr& e) { return e->op == ExprOp::Cast ? e->args[0] : e; }
+
 bool is_last_axis_load(const Expr& e, size_t rank) {
   return e->op == ExprOp::Load && !e->masked && e->load_rank() == 1 && e->args[0]->op == ExprOp::LoopVar &&
          e->args[0]->index == static_cast<int>(rank) - 1;
@@ -503,8 +505,18 @@ void fuse_matmul_epilogues(Graph& graph) {
     Node& node = graph.node(id);
     if (node.kind != NodeKind::Pointwise || node.inputs.size() != 2) continue;
     Expr body = node.body;
-    const bool relu = body->op == ExprOp::Relu;
-    if (relu) body = body->args[0];
+    ir::MatMulEpilogue epilogue = ir::MatMulEpilogue::Bias;
+    if (body->op == ExprOp::Relu) epilogue = ir::MatMulEpilogue::BiasRelu;
+    // cuBLASLt's GELU epilogue is the tanh approximation; exact GELU stays a pointwise kernel.
+    // (f16/bf16 GELU is computed in f32: cast(gelu(cast(x, f32)), dtype).)
+    const Expr gelu = strip_cast(body);
+    if (gelu->op == ExprOp::GeluTanh && node.dtype != DType::F64) {
+      epilogue = ir::MatMulEpilogue::BiasGeluTanh;
+      body = strip_cast(gelu->args[0]);
+      if (body->dtype != node.dtype) continue;
+    } else if (epilogue == ir::MatMulEpilogue::BiasRelu) {
+      body = body->args[0];
+    }
     if (body->op != ExprOp::Add) continue;
     for (int side = 0; side < 2; ++side) {
       const Expr& product = body->args[side];
@@ -519,7 +531,7 @@ void fuse_matmul_epilogues(Graph& graph) {
       node.kind = NodeKind::MatMul;
       node.inputs = operands;
       node.body = nullptr;
-      node.epilogue = relu ? ir::MatMulEpilogue::BiasRelu : ir::MatMulEpilogue::Bias;
+      node.epilogue = epilogue;
       break;
     }
   }

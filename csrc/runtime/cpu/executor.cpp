@@ -580,11 +580,14 @@ class Executor::Run {
     const int64_t n = out.sizes.back();
     const int64_t rows = product(out.sizes) / std::max<int64_t>(n, 1);
     const bool relu = node.epilogue == ir::MatMulEpilogue::BiasRelu;
+    const bool gelu = node.epilogue == ir::MatMulEpilogue::BiasGeluTanh;
     auto apply = [&](auto* data, const auto* b, auto to_float, auto from_float) {
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t j = 0; j < n; ++j) {
-          float v = to_float(data[r * n + j]) + to_float(b[j * bias.strides[0]]);
+          // Rounded after the add, as eager's addmm is, before the activation.
+          float v = to_float(from_float(to_float(data[r * n + j]) + to_float(b[j * bias.strides[0]])));
           if (relu && v < 0) v = 0;  // NaN stays NaN
+          if (gelu) v = gelu_tanh(v);
           data[r * n + j] = from_float(v);
         }
       }
@@ -600,6 +603,7 @@ class Executor::Run {
           for (int64_t j = 0; j < n; ++j) {
             double v = d[r * n + j] + b[j * bias.strides[0]];
             if (relu && v < 0) v = 0;
+            if (gelu) v = gelu_tanh(v);
             d[r * n + j] = v;
           }
         }

@@ -191,6 +191,7 @@ void unary_float(ExprOp op, const T* a, T* out, int n) {
     case ExprOp::Sin: map1(a, out, n, [](T x) { return std::sin(x); }); break;
     case ExprOp::Cos: map1(a, out, n, [](T x) { return std::cos(x); }); break;
     case ExprOp::Erf: map1(a, out, n, [](T x) { return std::erf(x); }); break;
+    case ExprOp::GeluTanh: map1(a, out, n, [](T x) { return gelu_tanh(x); }); break;
     case ExprOp::Floor: map1(a, out, n, [](T x) { return std::floor(x); }); break;
     case ExprOp::Ceil: map1(a, out, n, [](T x) { return std::ceil(x); }); break;
     case ExprOp::Trunc: map1(a, out, n, [](T x) { return std::trunc(x); }); break;

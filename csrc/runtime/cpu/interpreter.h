@@ -7,6 +7,7 @@
 // gives exactly the per-op semantics of eager torch.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -16,6 +17,16 @@
 #include "ir/expr.h"
 
 namespace luminal::runtime::cpu {
+
+// GELU with the tanh approximation, in torch's order of operations.
+template <typename T>
+inline T gelu_tanh(T x) {
+  const T beta = T(0.7978845608028654);  // sqrt(2 / pi)
+  const T kappa = T(0.044715);
+  const T inner = beta * (x + kappa * (x * x * x));
+  return T(0.5) * x * (T(1) + std::tanh(inner));
+}
+
 
 constexpr int kLanes = 256;
 

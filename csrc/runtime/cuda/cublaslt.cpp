@@ -104,7 +104,9 @@ Matmul::Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOpe
         "cublasLtMatmulDescSetAttribute(TRANSB)");
   if (epilogue.bias) {
     // Column-major D' is n x m: the bias runs along its rows, i.e. one value per output column n.
-    const cublasLtEpilogue_t kind = epilogue.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    const cublasLtEpilogue_t kind = epilogue.relu        ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                    : epilogue.gelu_tanh ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                                         : CUBLASLT_EPILOGUE_BIAS;
     check(api.cublasLtMatmulDescSetAttribute(d_->matmul, CUBLASLT_MATMUL_DESC_EPILOGUE, &kind, sizeof kind),
           "cublasLtMatmulDescSetAttribute(EPILOGUE)");
     check(api.cublasLtMatmulDescSetAttribute(d_->matmul, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &epilogue.bias,
@@ -149,8 +151,9 @@ Matmul::Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOpe
   LUMINAL_CHECK(!d_->candidates.empty(), "cuBLASLt's algorithms all failed for this matmul");
 }
 
-void Matmul::select_fastest(void* out, void* workspace, CUstream stream) {
-  if (d_->candidates.size() < 2) return;
+size_t Matmul::select_fastest(void* out, void* workspace, CUstream stream) {
+  if (d_->candidates.size() < 2) return 0;
+  size_t syncs = 0;
   const DriverApi& api = driver();
   CUevent start = nullptr, end = nullptr;
   check(api.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
@@ -164,6 +167,7 @@ void Matmul::select_fastest(void* out, void* workspace, CUstream stream) {
       check(api.cuEventRecord(start, stream), "cuEventRecord");
       for (int repeat = 0; repeat < 3; ++repeat) run(out, workspace, stream);
       check(api.cuEventRecord(end, stream), "cuEventRecord");
+      ++syncs;
       check(api.cuEventSynchronize(end), "cuEventSynchronize");
     } catch (const Error&) {
       continue;  // a candidate that fails to launch is simply not chosen
@@ -178,6 +182,7 @@ void Matmul::select_fastest(void* out, void* workspace, CUstream stream) {
   api.cuEventDestroy(start);
   api.cuEventDestroy(end);
   d_->chosen = best_index;
+  return syncs;
 }
 
 Matmul::~Matmul() = default;

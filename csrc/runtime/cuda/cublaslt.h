@@ -25,6 +25,7 @@ struct MatmulShape {
 struct MatmulEpilogue {
   const void* bias = nullptr;  // nullptr: no epilogue
   bool relu = false;
+  bool gelu_tanh = false;  // cuBLASLt's GELU is the tanh approximation
 };
 
 // True when cuBLASLt can read a [rows, cols] operand in this layout without a copy.
@@ -40,8 +41,9 @@ class Matmul {
 
   // The largest workspace any candidate algorithm needs.
   size_t workspace_bytes() const { return workspace_bytes_; }
-  // Times every candidate algorithm on this stream (synchronizing) and keeps the fastest.
-  void select_fastest(void* out, void* workspace, CUstream stream);
+  // Times every candidate algorithm on this stream and keeps the fastest. Returns how many times it
+  // waited for the stream (the host synchronizations it cost).
+  size_t select_fastest(void* out, void* workspace, CUstream stream);
   void run(void* out, void* workspace, CUstream stream) const;
 
  private:

@@ -348,6 +348,7 @@ cuda::MatmulEpilogue epilogue_of(const Node& node, const std::vector<Buffer>& bu
   // Before pointers are final (workspace sizing) any non-null address will do.
   epilogue.bias = bias.ptr ? reinterpret_cast<const void*>(bias.ptr) : reinterpret_cast<const void*>(kAlignment);
   epilogue.relu = node.epilogue == ir::MatMulEpilogue::BiasRelu;
+  epilogue.gelu_tanh = node.epilogue == ir::MatMulEpilogue::BiasGeluTanh;
   return epilogue;
 }
 
@@ -573,8 +574,10 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
                                                      epilogue_of(node, in.buffers));
       // cuBLASLt's heuristic ranks candidates by a model; timing them on this device picks better
       // kernels for the small and skinny shapes these graphs have (done once per instance).
-      if (product(out) > 0) in.matmuls[m]->select_fastest(reinterpret_cast<void*>(in.buffers[node.id].ptr), workspace_ptr,
-                                                         static_cast<CUstream>(context.stream));
+      if (product(out) > 0) {
+        stats_.host_syncs += in.matmuls[m]->select_fastest(reinterpret_cast<void*>(in.buffers[node.id].ptr),
+                                                           workspace_ptr, static_cast<CUstream>(context.stream));
+      }
       ++m;
       for (NodeId operand : node.inputs) {
         const NodeId base = view_base(g, operand);
@@ -689,6 +692,7 @@ void Executor::raise_pending_errors(Instance& instance, bool wait) {
   if (!instance.launched) return;
   const cuda::DriverApi& api = cuda::driver();
   if (wait) {
+    ++stats_.host_syncs;
     LUMINAL_CU(api.cuEventSynchronize(instance.done));
   } else {
     const CUresult status = api.cuEventQuery(instance.done);
@@ -822,6 +826,7 @@ void Executor::run_steps_one_by_one(Instance& instance, void* raw_stream) {
       what = kernels_[launch.kernel].name;
     }
     LUMINAL_CU(api.cuEventRecord(end, stream));
+    ++stats_.host_syncs;
     LUMINAL_CU(api.cuEventSynchronize(end));
     float ms = 0;
     LUMINAL_CU(api.cuEventElapsedTime(&ms, start, end));

@@ -53,6 +53,7 @@ struct Stats {
   size_t graph_builds = 0;
   size_t pointer_updates = 0;    // kernel-node parameter updates, cumulative
   size_t calls = 0;
+  size_t host_syncs = 0;         // waits for the GPU (instance builds, error checks that must wait), cumulative
 };
 
 class Executor {
