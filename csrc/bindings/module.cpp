@@ -17,6 +17,7 @@
 #include "runtime/compiled.h"
 #if LUMINAL_HAVE_CUDA
 #include "runtime/cuda/api.h"
+#include "runtime/cuda/nvrtc.h"
 #endif
 
 namespace py = pybind11;
@@ -114,9 +115,11 @@ std::string cuda_check_arch() {
   return std::string(value) == "1" ? "sm_90" : value;
 }
 
-runtime::CompileOptions compile_options(const std::vector<std::string>& roles) {
+runtime::CompileOptions compile_options(const std::vector<std::string>& roles, bool megakernel) {
   runtime::CompileOptions options;
   options.check_cuda_arch = cuda_check_arch();
+  options.megakernel = megakernel;
+  options.cpu_runs_row_graph = env_flag("LUMINAL_CPU_ROW_GRAPH");
   for (const std::string& role : roles) {
     if (role == "parameter") {
       options.input_roles.push_back(ir::InputRole::Parameter);
@@ -149,6 +152,25 @@ at::Device call_device(const std::vector<at::Tensor>& inputs, const std::vector<
 class PyCompiledGraph {
  public:
   explicit PyCompiledGraph(std::shared_ptr<runtime::CompiledGraph> core) : core_(std::move(core)) {}
+
+  // The per-call fast path for torch.compile: picks the tensor arguments at the positions given
+  // to set_call_layout and returns the outputs as a tuple (or a list when not `as_tuple`).
+  py::object call(const py::args& args) const {
+    std::vector<at::Tensor> inputs;
+    inputs.reserve(call_positions_.size());
+    for (const size_t position : call_positions_) {
+      LUMINAL_CHECK(position < args.size(), "expected at least ", position + 1, " arguments, got ", args.size());
+      inputs.push_back(py::cast<at::Tensor>(args[position]));
+    }
+    py::list outputs = run(inputs);
+    if (call_as_tuple_) return py::tuple(outputs);
+    return std::move(outputs);
+  }
+
+  void set_call_layout(std::vector<size_t> positions, bool as_tuple) {
+    call_positions_ = std::move(positions);
+    call_as_tuple_ = as_tuple;
+  }
 
   // Runs the graph; returns the user outputs (tensors and ints) in order. Mutated inputs are
   // updated in place.
@@ -208,6 +230,9 @@ class PyCompiledGraph {
     d["inputs"] = s.inputs;
     d["constants"] = s.constants;
     d["engine"] = s.cuda_used ? "cuda" : "cpu";
+    d["megakernel"] = s.megakernel;
+    d["megakernel_reason"] = s.megakernel_reason;
+    d["megakernel_fallbacks"] = s.megakernel_fallbacks;
 #if LUMINAL_HAVE_CUDA
     if (s.cuda_used) {
       py::dict c;
@@ -217,6 +242,7 @@ class PyCompiledGraph {
       c["launches_per_call"] = s.cuda.launches_per_call;
       c["staging_copies"] = s.cuda.staging_copies;
       c["host_syncs"] = s.cuda.host_syncs;
+      c["megakernel"] = s.cuda.megakernel;
       c["bytes_per_call"] = s.cuda.bytes_per_call;
       c["instances"] = s.cuda.instances;
       c["graph_builds"] = s.cuda.graph_builds;
@@ -244,6 +270,8 @@ class PyCompiledGraph {
 
  private:
   std::shared_ptr<runtime::CompiledGraph> core_;
+  std::vector<size_t> call_positions_;
+  bool call_as_tuple_ = false;
 };
 
 }  // namespace
@@ -256,6 +284,9 @@ PYBIND11_MODULE(_C, m) {
   py::class_<PyCompiledGraph>(m, "CompiledGraph")
       .def("run", &PyCompiledGraph::run, py::arg("inputs"),
            "Runs the graph on the given tensors; returns the user outputs, writes mutated inputs back.")
+      .def("call", &PyCompiledGraph::call, "run() on the tensors at the call layout's positions of the arguments.")
+      .def("set_call_layout", &PyCompiledGraph::set_call_layout, py::arg("positions"), py::arg("as_tuple"),
+           "Which call arguments are the graph's tensor inputs, and whether call() returns a tuple.")
       .def("ir", &PyCompiledGraph::ir, py::arg("optimized") = true, "The IR as text.")
       .def("stats", &PyCompiledGraph::stats)
       .def("cuda_source", &PyCompiledGraph::cuda_source, "The generated CUDA module (prelude and kernels).")
@@ -264,9 +295,9 @@ PYBIND11_MODULE(_C, m) {
 
   m.def(
       "compile",
-      [](py::bytes archive, const std::vector<std::string>& input_roles) {
+      [](py::bytes archive, const std::vector<std::string>& input_roles, bool megakernel) {
         std::string bytes = archive;  // copies out of the Python object before releasing the GIL
-        const runtime::CompileOptions options = compile_options(input_roles);
+        const runtime::CompileOptions options = compile_options(input_roles, megakernel);
         std::shared_ptr<runtime::CompiledGraph> core;
         {
           py::gil_scoped_release no_gil;
@@ -274,8 +305,9 @@ PYBIND11_MODULE(_C, m) {
         }
         return PyCompiledGraph(std::move(core));
       },
-      py::arg("archive"), py::arg("input_roles") = std::vector<std::string>{},
-      "Compiles a PT2 archive (bytes). input_roles: 'user'/'parameter'/'buffer' per tensor input.");
+      py::arg("archive"), py::arg("input_roles") = std::vector<std::string>{}, py::arg("megakernel") = true,
+      "Compiles a PT2 archive (bytes). input_roles: 'user'/'parameter'/'buffer' per tensor input; megakernel: "
+      "run row-local graphs as one CUDA kernel.");
 
   m.def(
       "load",
@@ -297,4 +329,12 @@ PYBIND11_MODULE(_C, m) {
       },
       "Directories searched for libnvrtc and libcublasLt (after libraries already loaded).");
   m.def("has_cuda_engine", [] { return kHasCudaEngine; }, "Was the CUDA engine built?");
+  m.def(
+      "clear_kernel_cache",
+      [] {
+#if LUMINAL_HAVE_CUDA
+        cuda::clear_memory_cache();
+#endif
+      },
+      "Forgets compiled CUDA modules held in memory (the disk cache stays).");
 }

@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cctype>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "common/error.h"
 #include "ir/simplify.h"
 #include "passes/passes.h"
+#include "passes/row_plan.h"
 
 namespace luminal::codegen {
 
@@ -97,6 +99,29 @@ std::string sanitize(const std::string& symbol) {
 class KernelWriter {
  public:
   KernelWriter(const Node& node, const std::vector<OperandInfo>& operands) : node_(node), operands_(operands) {}
+
+  // ---- shape expressions (i64, symbols only) ----
+  static std::string shape_code(const Expr& e) {
+    switch (e->op) {
+      case ExprOp::Const: return str_cat(e->int_value, "LL");
+      case ExprOp::Symbol: return "p." + sanitize(e->symbol);
+      case ExprOp::Add: return str_cat("(", shape_code(e->args[0]), " + ", shape_code(e->args[1]), ")");
+      case ExprOp::Mul: return str_cat("(", shape_code(e->args[0]), " * ", shape_code(e->args[1]), ")");
+      case ExprOp::FloorDiv:
+        return str_cat("lm_floordiv_s(", shape_code(e->args[0]), ", ", shape_code(e->args[1]), ")");
+      case ExprOp::Mod: return str_cat("lm_mod_s(", shape_code(e->args[0]), ", ", shape_code(e->args[1]), ")");
+      case ExprOp::Max: return str_cat("max(", shape_code(e->args[0]), ", ", shape_code(e->args[1]), ")");
+      case ExprOp::Min: return str_cat("min(", shape_code(e->args[0]), ", ", shape_code(e->args[1]), ")");
+      default: fail("internal error: cannot emit shape expression ", ir::to_string(e));
+    }
+  }
+
+  static std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+    for (size_t pos = text.find(from); pos != std::string::npos; pos = text.find(from, pos + to.size())) {
+      text.replace(pos, from.size(), to);
+    }
+    return text;
+  }
 
   Kernel write() {
     Kernel kernel;
@@ -184,26 +209,12 @@ class KernelWriter {
         case ParamKind::ErrorFlag: out << "  lm_i64* error;\n"; break;
         case ParamKind::Symbol: out << "  lm_i64 " << sanitize(p.symbol) << ";\n"; break;
         case ParamKind::InputStride: out << "  lm_i64 stride" << p.slot << "_" << p.dim << ";\n"; break;
+        case ParamKind::NodePointer:
+        case ParamKind::NodeStride: fail("internal error: row-kernel parameter in a node kernel");
       }
     }
     out << "};\n";
     return out.str();
-  }
-
-  // ---- shape expressions (i64, symbols only) ----
-  std::string shape_code(const Expr& e) const {
-    switch (e->op) {
-      case ExprOp::Const: return str_cat(e->int_value, "LL");
-      case ExprOp::Symbol: return "p." + sanitize(e->symbol);
-      case ExprOp::Add: return str_cat("(", shape_code(e->args[0]), " + ", shape_code(e->args[1]), ")");
-      case ExprOp::Mul: return str_cat("(", shape_code(e->args[0]), " * ", shape_code(e->args[1]), ")");
-      case ExprOp::FloorDiv:
-        return str_cat("lm_floordiv_s(", shape_code(e->args[0]), ", ", shape_code(e->args[1]), ")");
-      case ExprOp::Mod: return str_cat("lm_mod_s(", shape_code(e->args[0]), ", ", shape_code(e->args[1]), ")");
-      case ExprOp::Max: return str_cat("max(", shape_code(e->args[0]), ", ", shape_code(e->args[1]), ")");
-      case ExprOp::Min: return str_cat("min(", shape_code(e->args[0]), ", ", shape_code(e->args[1]), ")");
-      default: fail("internal error: cannot emit shape expression ", ir::to_string(e));
-    }
   }
 
   // Element strides of input `slot`, one C expression per dimension.
@@ -212,8 +223,11 @@ class KernelWriter {
     std::vector<std::string> strides(op.shape.size());
     switch (op.layout) {
       case Layout::Strided:
-        for (size_t d = 0; d < strides.size(); ++d) strides[d] = str_cat("p.stride", slot, "_", d);
+        for (size_t d = 0; d < strides.size(); ++d) {
+          strides[d] = op.name.empty() ? str_cat("p.stride", slot, "_", d) : str_cat(op.name, "_s", d);
+        }
         break;
+      case Layout::Row: fail("internal error: row operands have no memory strides");
       case Layout::Fixed:
         for (size_t d = 0; d < strides.size(); ++d) strides[d] = str_cat(op.fixed_strides.at(d), "LL");
         break;
@@ -347,6 +361,8 @@ class KernelWriter {
     // warp-uniform); its partial results are combined across lanes with shuffles.
     const bool cooperative = warp_mode_ && !inside_loop(scope);
     line(scope, str_cat(c.acc_type, " ", acc, " = ", c.init, ";"));
+    // Row kernels unroll static folds, so that the row arrays they index stay in registers.
+    if (unroll_folds_ && ir::as_int_const(e->args[0])) line(scope, "#pragma unroll");
     line(scope, str_cat("for (lm_i64 ", var, " = ", cooperative ? "lm_lane" : "0", "; ", var, " < ", extent, "; ",
                         var, cooperative ? " += 32" : "++", ") {"));
     scopes_[scope]->code << scopes_[body_scope]->code.str()
@@ -358,6 +374,83 @@ class KernelWriter {
     line(scope, str_cat("const ", value_type(e->dtype), " ", name, " = ", rounding(e->dtype, str_cat("(", value_type(e->dtype), ")", acc)), ";"));
     scopes_[scope]->names.emplace(e, name);
     return name;
+  }
+
+  // Folds `e` evaluates whatever its data (not inside another fold or a lazy branch), each once.
+  static std::vector<Expr> unconditional_folds(const Expr& root) {
+    std::vector<Expr> found;
+    std::unordered_set<const ir::ExprNode*> seen;
+    std::function<void(const Expr&)> walk = [&](const Expr& e) {
+      if (!seen.insert(e.get()).second) return;
+      if (e->op == ExprOp::Fold) {
+        found.push_back(e);
+        return;
+      }
+      if (e->op == ExprOp::Where) {
+        walk(e->args[0]);
+        return;
+      }
+      for (const Expr& arg : e->args) walk(arg);
+    };
+    walk(root);
+    return found;
+  }
+
+  // Groups of folds (each group: one reduction and extent) as one loop with an accumulator per
+  // fold. A single static group loops over its own variable (unrolled); several groups loop to the
+  // longest extent and guard each group's body by its own extent.
+  void emit_fold_groups(const std::vector<std::vector<Expr>>& groups, int scope) {
+    struct Member {
+      const Expr* fold;
+      std::string acc, value;
+      Combine c;
+    };
+    const bool single = groups.size() == 1;
+    std::vector<std::string> extents;
+    for (const std::vector<Expr>& group : groups) extents.push_back(emit(group.front()->args[0], scope));
+    std::string counter = str_cat("r", groups.front().front()->index);
+    std::string limit = extents.front();
+    if (!single) {
+      counter = fresh();
+      limit = fresh();
+      std::string longest = extents.front();
+      for (size_t g = 1; g < extents.size(); ++g) longest = str_cat("max(", longest, ", ", extents[g], ")");
+      line(scope, str_cat("const lm_i64 ", limit, " = ", longest, ";"));
+    }
+    std::vector<Member> members;
+    std::ostringstream loop_body;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const Expr& first = groups[g].front();
+      const std::string var = str_cat("r", first->index);
+      const int body_scope = open_scope(scope, {first->index}, /*branch=*/!single);
+      scopes_[body_scope]->names.emplace(ir::reduce_var(first->index), var);
+      const Combine c = combine_code(static_cast<ir::ReduceOp>(first->int_value), first->dtype);
+      std::vector<Member> group_members;
+      for (const Expr& fold : groups[g]) {
+        group_members.push_back({&fold, fresh(), emit(fold->args[1], body_scope), c});
+        line(scope, str_cat(c.acc_type, " ", group_members.back().acc, " = ", c.init, ";"));
+      }
+      if (!single) loop_body << indented(body_scope, str_cat("if (", counter, " < ", extents[g], ") { const lm_i64 ", var,
+                                                             " = ", counter, ";"));
+      loop_body << scopes_[body_scope]->code.str();
+      for (const Member& m : group_members) {
+        loop_body << indented(body_scope, str_cat("{ const ", m.c.acc_type, " val = (", m.c.acc_type, ")", m.value, "; ",
+                                                  replace_all(m.c.step, "acc", m.acc), " }"));
+      }
+      if (!single) loop_body << indented(body_scope, "}");
+      members.insert(members.end(), group_members.begin(), group_members.end());
+    }
+    if (single && ir::as_int_const(groups.front().front()->args[0])) line(scope, "#pragma unroll");
+    line(scope, str_cat("for (lm_i64 ", counter, " = 0; ", counter, " < ", limit, "; ", counter, "++) {"));
+    scopes_[scope]->code << loop_body.str();
+    line(scope, "}");
+    for (const Member& m : members) {
+      const std::string name = fresh();
+      const DType t = (*m.fold)->dtype;
+      line(scope, str_cat("const ", value_type(t), " ", name, " = ", rounding(t, str_cat("(", value_type(t), ")", m.acc)),
+                          ";"));
+      scopes_[scope]->names.emplace(*m.fold, name);
+    }
   }
 
   std::string rounding(DType dtype, const std::string& value) const {
@@ -490,6 +583,7 @@ class KernelWriter {
   std::string load_code(const Expr& e, int scope) {
     const int slot = e->index;
     const OperandInfo& op = operands_.at(slot);
+    if (op.layout == Layout::Row) return row_load_code(e, scope);
     const std::vector<std::string> strides = operand_strides(slot);
     std::string offset;
     for (size_t d = 0; d < e->load_rank(); ++d) {
@@ -498,13 +592,18 @@ class KernelWriter {
       offset = offset.empty() ? term : str_cat(offset, " + ", term);
     }
     if (offset.empty()) offset = "0";
-    std::string read = str_cat("p.in", slot, "[", offset, "]");
+    std::string read = str_cat(op.name.empty() ? str_cat("p.in", slot) : op.name, "[", offset, "]");
     switch (op.dtype) {
       case DType::F16: read = "lm_h2f(" + read + ")"; break;
       case DType::BF16: read = "lm_bf2f(" + read + ")"; break;
       case DType::Bool: read = "(" + read + " != 0)"; break;
       default: break;
     }
+    return guarded(e, read, scope);
+  }
+
+  // Reads that a failed check or a false mask must not perform yield 0.
+  std::string guarded(const Expr& e, const std::string& read, int scope) {
     std::string guard = uses_checks_ ? "lm_ok" : "";
     if (e->masked) {
       const std::string mask = emit(e->mask(), scope);
@@ -513,6 +612,66 @@ class KernelWriter {
     if (guard.empty()) return read;
     return str_cat("((", guard, ") ? ", read, " : (", value_type(e->dtype), ")0)");
   }
+
+  // A read of the producer's row of the current batch index: dimensions 1.. index a contiguous
+  // local array (the row planner proved that dimension 0 is i0).
+  std::string row_load_code(const Expr& e, int scope) {
+    const OperandInfo& op = operands_.at(e->index);
+    Expr flat = ir::int_const(0);
+    int64_t stride = 1;
+    for (size_t d = e->load_rank(); d-- > 1;) {
+      flat = ir::add(flat, ir::mul(e->args[d], ir::int_const(stride)));
+      stride *= ir::as_int_const(op.shape[d]).value();
+    }
+    const std::string offset = emit(ir::simplify(flat, {}), scope);
+    return guarded(e, str_cat(op.name, "[", offset, "]"), scope);
+  }
+
+ public:
+  // Row kernels: the code computing this node's row for batch index i0 into `array`, one
+  // statement per element from its specialized body (see passes::specialize_row_elements): every
+  // row index is a constant, so rows stay in registers.
+  std::string row_fragment(const std::string& array, const std::vector<Expr>& element_bodies) {
+    unroll_folds_ = true;
+    const int root = open_scope(-1, {}, false);
+    // Folds that every element evaluates unconditionally and that share a loop (same reduction and
+    // extent: an embedding bag's dimensions, a layer's outputs) run as one loop with one
+    // accumulator each, so that the loads they share are issued once and their chains overlap.
+    std::vector<std::vector<Expr>> groups;
+    for (const Expr& body : element_bodies) {
+      for (const Expr& fold : unconditional_folds(body)) {
+        auto same_loop = [&](const std::vector<Expr>& group) {
+          const Expr& g = group.front();
+          return g->int_value == fold->int_value && g->index == fold->index && g->dtype == fold->dtype &&
+                 ir::expr_equal(g->args[0], fold->args[0]);
+        };
+        auto it = std::find_if(groups.begin(), groups.end(), same_loop);
+        if (it == groups.end()) {
+          groups.push_back({fold});
+        } else if (std::none_of(it->begin(), it->end(), [&](const Expr& f) { return ir::expr_equal(f, fold); })) {
+          it->push_back(fold);
+        }
+      }
+    }
+    // Static groups unroll on their own; groups whose length depends on the data (embedding bags)
+    // share one loop, so that the gathers of different tables are in flight together.
+    std::vector<std::vector<Expr>> ragged;
+    for (std::vector<Expr>& group : groups) {
+      if (!ir::as_int_const(group.front()->args[0])) {
+        ragged.push_back(std::move(group));
+      } else if (group.size() > 1) {
+        emit_fold_groups({group}, root);
+      }
+    }
+    if (!ragged.empty()) emit_fold_groups(ragged, root);
+    for (size_t j = 0; j < element_bodies.size(); ++j) {
+      const std::string value = emit(element_bodies[j], root);
+      line(root, str_cat(array, "[", j, "] = ", value, ";"));
+    }
+    return scopes_[root]->code.str();
+  }
+
+ private:
 
   // ---- kernel bodies ----
   std::string unravel(const std::string& flat, int indent) const { return unravel(flat, indent, node_.shape); }
@@ -753,12 +912,6 @@ class KernelWriter {
     return out.str();
   }
 
-  static std::string replace_all(std::string text, const std::string& from, const std::string& to) {
-    for (size_t pos = text.find(from); pos != std::string::npos; pos = text.find(from, pos + to.size())) {
-      text.replace(pos, from.size(), to);
-    }
-    return text;
-  }
 
   const Node& node_;
   const std::vector<OperandInfo>& operands_;
@@ -769,6 +922,7 @@ class KernelWriter {
   int counter_ = 0;
   bool uses_checks_ = false;
   bool warp_mode_ = false;
+  bool unroll_folds_ = false;
 };
 
 }  // namespace
@@ -782,6 +936,124 @@ Kernel generate_kernel(const Node& node, const std::vector<OperandInfo>& operand
   } catch (const Error& error) {
     fail("CUDA code generation failed for ", node.origin, ": ", error.what());
   }
+}
+
+namespace {
+
+constexpr int kRowBlock = 32;  // one warp per block: a few thousand rows spread over many SMs
+
+std::string row_array(ir::NodeId id) { return str_cat("t", id); }
+std::string node_pointer(ir::NodeId id) { return str_cat("p.g", id); }
+
+std::string store_value(DType dtype, const std::string& value) {
+  switch (dtype) {
+    case DType::F16: return "lm_f2h(" + value + ")";
+    case DType::BF16: return "lm_f2bf(" + value + ")";
+    case DType::Bool: return "(unsigned char)(" + value + ")";
+    default: return value;
+  }
+}
+
+// How a row-kernel node sees each of its inputs.
+std::vector<OperandInfo> row_operands(const ir::Graph& graph, const Node& node) {
+  std::vector<OperandInfo> operands;
+  for (ir::NodeId input : node.inputs) {
+    const Node& producer = graph.node(input);
+    OperandInfo info;
+    info.dtype = producer.dtype;
+    info.shape = producer.shape;
+    switch (producer.kind) {
+      case NodeKind::Input:
+        // The executor runs the row kernel only when every input is contiguous (strides then
+        // follow from the shapes and fold into the index arithmetic).
+        info.layout = Layout::Contiguous;
+        info.name = node_pointer(input);
+        break;
+      case NodeKind::Constant:
+        info.layout = Layout::Fixed;
+        info.fixed_strides = producer.constant->strides;
+        info.name = node_pointer(input);
+        break;
+      case NodeKind::Pointwise:
+        info.layout = Layout::Row;
+        info.name = row_array(input);
+        break;
+      default: fail("internal error: the row kernel cannot read ", ir::node_kind_name(producer.kind), " node %", input);
+    }
+    operands.push_back(std::move(info));
+  }
+  return operands;
+}
+
+}  // namespace
+
+Kernel generate_row_kernel(const ir::Graph& graph, const Expr& rows) {
+  std::vector<bool> is_output(graph.size(), false), read(graph.size(), false);
+  for (const ir::GraphOutput& out : graph.outputs) {
+    if (out.kind == ir::GraphOutput::Kind::Tensor) is_output[out.node] = true;
+  }
+  std::vector<std::string> symbols;
+  ir::collect_symbols(rows, symbols);
+  std::ostringstream body;
+  for (const Node& node : graph.nodes()) {
+    if (!node.is_compute()) continue;
+    LUMINAL_CHECK(node.kind == NodeKind::Pointwise, "internal error: row kernel node ", node.origin, " is not pointwise");
+    for (ir::NodeId input : node.inputs) read[input] = true;
+    for (const Expr& dim : node.shape) ir::collect_symbols(dim, symbols);
+    ir::collect_symbols(node.body, symbols);
+    const std::vector<Expr> bodies = passes::specialize_row_elements(graph, node);
+    const size_t elements = bodies.size();
+    const std::vector<OperandInfo> operands = row_operands(graph, node);
+    std::string fragment;
+    try {
+      fragment = KernelWriter(node, operands).row_fragment(row_array(node.id), bodies);
+    } catch (const Error& error) {
+      fail("CUDA code generation failed for ", node.origin, " in the row kernel: ", error.what());
+    }
+    body << "  // " << node.origin << "\n";
+    body << "  " << value_type(node.dtype) << " " << row_array(node.id) << "[" << elements << "];\n";
+    body << "  {\n" << fragment << "  }\n";
+    if (!is_output[node.id]) continue;
+    body << "  #pragma unroll\n";
+    body << "  for (int j = 0; j < " << elements << "; ++j) " << node_pointer(node.id) << "[i0 * " << elements
+         << "LL + j] = " << store_value(node.dtype, row_array(node.id) + "[j]") << ";\n";
+  }
+  std::sort(symbols.begin(), symbols.end());
+  symbols.erase(std::unique(symbols.begin(), symbols.end()), symbols.end());
+
+  Kernel kernel;
+  kernel.schedule = Schedule::Elementwise;
+  kernel.outputs = rows;
+  kernel.block_size = kRowBlock;
+  std::ostringstream params;
+  params << "struct LM_KERNEL_params {\n";
+  auto add = [&](ParamKind kind, int slot, int dim, const std::string& symbol, const std::string& declaration) {
+    kernel.params.push_back(KernelParam{kind, slot, dim, symbol});
+    params << "  " << declaration << ";\n";
+  };
+  for (const Node& node : graph.nodes()) {
+    if (is_output[node.id]) {
+      add(ParamKind::NodePointer, node.id, -1, "", str_cat(storage_type(node.dtype), "* g", node.id));
+    } else if (read[node.id] && !node.is_compute()) {
+      add(ParamKind::NodePointer, node.id, -1, "",
+          str_cat("const ", storage_type(node.dtype), "* __restrict__ g", node.id));
+    }
+  }
+  add(ParamKind::ErrorFlag, -1, -1, "", "lm_i64* error");
+  for (const std::string& symbol : symbols) add(ParamKind::Symbol, -1, -1, symbol, "lm_i64 " + sanitize(symbol));
+  params << "};\n";
+
+  std::ostringstream text;
+  text << params.str();
+  text << "extern \"C\" __global__ void __launch_bounds__(" << kRowBlock << ") LM_KERNEL(const LM_KERNEL_params p) {\n";
+  text << "  const lm_i64 i0 = (lm_i64)blockIdx.x * blockDim.x + threadIdx.x;\n";
+  text << "  if (i0 >= " << KernelWriter::shape_code(rows) << ") return;\n";
+  text << "  bool lm_ok = true; (void)lm_ok;\n";
+  text << body.str() << "}\n";
+  const std::string source = text.str();
+  kernel.name = str_cat("lm_row_", hex_bits(std::hash<std::string>{}(source)).substr(2));
+  kernel.source = KernelWriter::replace_all(source, "LM_KERNEL", kernel.name);
+  return kernel;
 }
 
 const std::string& prelude() {

@@ -25,6 +25,8 @@ enum class ParamKind : uint8_t {
   ErrorFlag,    // int64[4] device error record
   Symbol,       // value of shape symbol `symbol`
   InputStride,  // run-time stride of input `slot`, dimension `dim` (elements)
+  NodePointer,  // row kernels: the buffer of graph node `slot` (an input, constant or output)
+  NodeStride,   // row kernels: run-time stride of graph input node `slot`, dimension `dim`
 };
 
 struct KernelParam {
@@ -39,6 +41,7 @@ enum class Layout : uint8_t {
   Contiguous,  // row-major over its shape (strides follow from the shape's expressions)
   Strided,     // strides arrive as kernel parameters (graph inputs)
   Fixed,       // compile-time constant strides (constants)
+  Row,         // row kernels: the producer's row of the current batch index, in a local array
 };
 
 struct OperandInfo {
@@ -46,6 +49,8 @@ struct OperandInfo {
   ir::Shape shape;
   Layout layout = Layout::Contiguous;
   std::vector<int64_t> fixed_strides;
+  // The C name of the pointer (strides: `<name>_s<d>`) or, for Row, of the array; empty: p.in<slot>.
+  std::string name;
 };
 
 enum class Schedule : uint8_t {
@@ -70,6 +75,12 @@ struct Kernel {
 enum class DeviceError : int64_t { None = 0, IndexOutOfBounds = 1, DivisionByZero = 2 };
 
 Kernel generate_kernel(const ir::Node& node, const std::vector<OperandInfo>& operands);
+
+// One kernel for a whole row-local graph (see passes/row_plan.h): thread t computes batch row t
+// of every node, keeping rows in registers, and writes the output rows. `graph` holds pointwise
+// nodes only; `rows` is the batch extent. Inputs must be contiguous (the caller checks).
+// Parameters are NodePointer/ErrorFlag/Symbol.
+Kernel generate_row_kernel(const ir::Graph& graph, const ir::Expr& rows);
 
 // Helper definitions every kernel relies on (no #includes: NVRTC needs no headers).
 const std::string& prelude();

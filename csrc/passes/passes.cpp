@@ -367,7 +367,8 @@ void lower_small_matmuls(Graph& graph, const OptimizeOptions& options) {
     const Node& a = graph.node(node.inputs[0]);
     const auto k = ir::as_int_const(a.shape[rank - 1]);
     const auto n = ir::as_int_const(node.shape[rank - 1]);
-    const bool small = (k && n && *k <= options.small_matmul_k && *n <= options.small_matmul_k_max_n) ||
+    const bool small = options.lower_all_matmuls ||
+                       (k && n && *k <= options.small_matmul_k && *n <= options.small_matmul_k_max_n) ||
                        (n && *n <= options.small_matmul_n);
     if (!small) continue;
     // out[b, m, n] = sum over r < K of a[b, m, r] * b[b, r, n]
@@ -539,7 +540,7 @@ void fuse_matmul_epilogues(Graph& graph) {
 
 Graph optimize(Graph graph, const OptimizeOptions& options) {
   graph.verify();
-  if (options.lower_small_matmuls) lower_small_matmuls(graph, options);
+  if (options.lower_small_matmuls || options.lower_all_matmuls) lower_small_matmuls(graph, options);
   if (options.inline_pointwise) inline_pointwise(graph, options);
   // Inlining leaves the absorbed producers behind; use counts must not see them.
   graph = eliminate_dead_code(graph);

@@ -13,6 +13,7 @@ struct OptimizeOptions {
   bool inline_reductions = true;  // fuse reductions into pointwise consumers (as folds)
   bool lower_small_matmuls = true;  // matmuls with short K or few columns become reductions
   bool fuse_matmul_epilogues = true;  // bias (+ ReLU) after a matmul runs inside the matmul
+  bool lower_all_matmuls = false;  // every f32/f64 matmul becomes a reduction (the row kernel's pipeline)
   // Limits for the two above: a reduction is inlined when its (static) length is at most this;
   // a matmul becomes a reduction when K <= small_matmul_k or N <= small_matmul_n.
   int64_t max_inlined_reduction = 4096;

@@ -1,5 +1,7 @@
 #include "runtime/compiled.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "pt2/archive.h"
 
@@ -28,8 +30,18 @@ std::shared_ptr<CompiledGraph> CompiledGraph::from_archive_file(const std::strin
 }
 
 CompiledGraph::CompiledGraph(ir::Graph translated, const CompileOptions& options)
-    : translated_text_(translated.to_string()),
-      graph_(std::make_shared<const ir::Graph>(passes::optimize(std::move(translated), options.optimize))) {
+    : translated_text_(translated.to_string()) {
+  passes::RowPlan row = passes::plan_row_kernel(translated);
+  megakernel_reason_ = row.reason;
+  if (row.accepted && options.megakernel) {
+    row_graph_ = std::make_shared<const ir::Graph>(std::move(row.graph));
+    rows_ = row.rows;
+  } else if (row.accepted) {
+    megakernel_reason_ = "disabled by the megakernel option";
+  }
+  graph_ = std::make_shared<const ir::Graph>(passes::optimize(std::move(translated), options.optimize));
+  const std::vector<int> uses = graph_->use_counts();
+  for (ir::NodeId input : graph_->inputs) input_read_.push_back(uses[input] > 0);
   for (const ir::GraphOutput& out : graph_->outputs) {
     OutputInfo info;
     info.is_tensor = out.kind == ir::GraphOutput::Kind::Tensor;
@@ -39,10 +51,14 @@ CompiledGraph::CompiledGraph(ir::Graph translated, const CompileOptions& options
     info.device = out.device;
     outputs_.push_back(info);
   }
-  cpu_ = std::make_unique<cpu::Executor>(graph_);
+  cpu_ = std::make_unique<cpu::Executor>(options.cpu_runs_row_graph && row_graph_ ? row_graph_ : graph_);
   if (!options.check_cuda_arch.empty()) {
 #if LUMINAL_HAVE_CUDA
-    gpu::check_codegen(*graph_, options.check_cuda_arch);
+    if (row_graph_) {
+      gpu::check_codegen(*row_graph_, options.check_cuda_arch, rows_);
+    } else {
+      gpu::check_codegen(*graph_, options.check_cuda_arch);
+    }
 #else
     fail("cannot check CUDA code generation: luminal was built without the CUDA toolkit headers");
 #endif
@@ -50,8 +66,12 @@ CompiledGraph::CompiledGraph(ir::Graph translated, const CompileOptions& options
 }
 
 #if LUMINAL_HAVE_CUDA
-gpu::Executor& CompiledGraph::cuda_executor() const {
+gpu::Executor& CompiledGraph::cuda_executor(bool row) const {
   std::lock_guard<std::mutex> lock(cuda_mutex_);
+  if (row) {
+    if (!cuda_row_) cuda_row_ = std::make_unique<gpu::Executor>(row_graph_, rows_);
+    return *cuda_row_;
+  }
   if (!cuda_) cuda_ = std::make_unique<gpu::Executor>(graph_);
   return *cuda_;
 }
@@ -59,7 +79,7 @@ gpu::Executor& CompiledGraph::cuda_executor() const {
 
 std::string CompiledGraph::cuda_source() const {
 #if LUMINAL_HAVE_CUDA
-  return cuda_executor().module_source();
+  return cuda_executor(row_graph_ != nullptr).module_source();
 #else
   return "";
 #endif
@@ -82,9 +102,8 @@ int64_t CompiledGraph::int_output(size_t k, const SymbolValues& symbols) const {
 void CompiledGraph::run(const std::vector<TensorView>& inputs, const std::vector<TensorView>& outputs,
                         const SymbolValues& symbols, const CudaCallContext* cuda) const {
   const bool on_cuda = cuda != nullptr;
-  const std::vector<int> uses = graph_->use_counts();
-  for (size_t k = 0; k < inputs.size() && k < graph_->inputs.size(); ++k) {
-    if (uses[graph_->inputs[k]] == 0) continue;  // never read: its device does not matter
+  for (size_t k = 0; k < inputs.size() && k < input_read_.size(); ++k) {
+    if (!input_read_[k]) continue;  // never read: its device does not matter
     LUMINAL_CHECK((inputs[k].device.type == DeviceType::CUDA) == on_cuda, "input #", k, " '", input(k).name, "' (",
                   describe(inputs[k]), ") is not on ", on_cuda ? "the CUDA device of this call" : "the CPU",
                   "; the compiled graph reads it");
@@ -94,7 +113,13 @@ void CompiledGraph::run(const std::vector<TensorView>& inputs, const std::vector
     return;
   }
 #if LUMINAL_HAVE_CUDA
-  cuda_executor().run(inputs, outputs, symbols, *cuda);
+  // The megakernel assumes contiguous inputs; other layouts take the general path.
+  const bool row = row_graph_ && std::all_of(inputs.begin(), inputs.end(), [](const TensorView& t) { return t.is_contiguous(); });
+  if (row_graph_ && !row) {
+    std::lock_guard<std::mutex> lock(cuda_mutex_);
+    ++megakernel_fallbacks_;
+  }
+  cuda_executor(row).run(inputs, outputs, symbols, *cuda);
 #else
   fail("tensor on ", device_name(inputs.front().device),
        ": this build of luminal has no CUDA engine (it was built without the CUDA toolkit headers)");
@@ -107,13 +132,18 @@ Stats CompiledGraph::stats() const {
   Stats s;
   s.ir_nodes = graph_->size();
   s.kernels = cpu_->kernel_count();
+  s.megakernel = row_graph_ != nullptr;
+  s.megakernel_reason = megakernel_reason_;
 #if LUMINAL_HAVE_CUDA
   {
     std::lock_guard<std::mutex> lock(cuda_mutex_);
-    if (cuda_) {
+    // The megakernel's numbers when it has run, else the general path's.
+    const std::unique_ptr<gpu::Executor>& used = cuda_row_ ? cuda_row_ : cuda_;
+    if (used) {
       s.cuda_used = true;
-      s.cuda = cuda_->stats();
+      s.cuda = used->stats();
     }
+    s.megakernel_fallbacks = megakernel_fallbacks_;
   }
 #endif
   for (const ir::Node& node : graph_->nodes()) {

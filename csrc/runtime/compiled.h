@@ -10,6 +10,7 @@
 #include "frontend/translate.h"
 #include "ir/graph.h"
 #include "passes/passes.h"
+#include "passes/row_plan.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/symbols.h"
 #include "runtime/tensor.h"
@@ -26,6 +27,11 @@ struct CompileOptions {
   // Generate the CUDA module and compile it with NVRTC for this arch (e.g. "sm_90") at compile
   // time, without running it: catches code generation errors on machines with no GPU.
   std::string check_cuda_arch;
+  // Run row-local graphs (DLRM and the like) as one CUDA kernel when the matcher accepts them.
+  bool megakernel = true;
+  // Tests: the CPU engine executes the megakernel's IR graph instead of the general one, so that
+  // the row pipeline's transformations are checked against eager without a GPU.
+  bool cpu_runs_row_graph = false;
 };
 
 // What a CUDA call needs besides the tensors (stream, device, TF32, allocator); opaque when the
@@ -51,6 +57,9 @@ struct Stats {
   size_t inputs = 0;
   size_t constants = 0;
   bool cuda_used = false;
+  bool megakernel = false;        // CUDA calls run one row kernel (see passes/row_plan.h)
+  std::string megakernel_reason;  // the matcher's summary, or the check that failed
+  size_t megakernel_fallbacks = 0;  // CUDA calls that took the general path (non-contiguous inputs)
 #if LUMINAL_HAVE_CUDA
   gpu::Stats cuda;
 #endif
@@ -86,12 +95,18 @@ class CompiledGraph {
 
   std::string translated_text_;
   std::shared_ptr<const ir::Graph> graph_;
+  std::shared_ptr<const ir::Graph> row_graph_;  // the accepted row plan's graph, if any
+  ir::Expr rows_;
+  std::string megakernel_reason_;
+  std::vector<bool> input_read_;
   std::vector<OutputInfo> outputs_;
   std::unique_ptr<cpu::Executor> cpu_;
 #if LUMINAL_HAVE_CUDA
-  gpu::Executor& cuda_executor() const;
+  gpu::Executor& cuda_executor(bool row) const;
   mutable std::mutex cuda_mutex_;
-  mutable std::unique_ptr<gpu::Executor> cuda_;
+  mutable std::unique_ptr<gpu::Executor> cuda_;      // the general path
+  mutable std::unique_ptr<gpu::Executor> cuda_row_;  // the megakernel (row_graph_)
+  mutable size_t megakernel_fallbacks_ = 0;          // calls with non-contiguous inputs
 #endif
 };
 

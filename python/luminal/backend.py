@@ -6,6 +6,7 @@ import contextlib
 import copy
 import inspect
 import io
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -19,7 +20,11 @@ from torch.export import Dim
 from luminal import _C
 from luminal._C import LuminalError
 
-_KNOWN_OPTIONS: frozenset[str] = frozenset()
+# megakernel (bool, default True): run graphs the row matcher accepts (DLRM and other row-local
+# graphs) as one CUDA kernel.
+_KNOWN_OPTIONS: frozenset[str] = frozenset({"megakernel"})
+
+log = logging.getLogger("luminal")
 
 _state_lock = threading.Lock()
 _compiles = 0
@@ -54,11 +59,15 @@ class CompiledFunction:
         self._graph = graph
         self._positions = exported.tensor_positions
         self._out_spec = exported.out_spec
+        flat_tuple = _is_flat_tuple(exported.out_spec)
+        graph.set_call_layout(list(self._positions), flat_tuple)
+        # A flat tuple of outputs (the common case) needs no Python work per call.
+        self._fast_call = graph.call if flat_tuple or exported.out_spec is None else None
 
     def __call__(self, *args: Any) -> Any:
+        if self._fast_call is not None:
+            return self._fast_call(*args)
         outputs = self._graph.run([args[i] for i in self._positions])
-        if self._out_spec is None:
-            return outputs
         return pytree.tree_unflatten(outputs, self._out_spec)
 
     def ir(self, optimized: bool = True) -> str:
@@ -67,6 +76,15 @@ class CompiledFunction:
 
     def stats(self) -> dict[str, Any]:
         return self._graph.stats()
+
+
+def _is_flat_tuple(spec: pytree.TreeSpec | None) -> bool:
+    """True when the outputs are returned as a plain tuple of the flat outputs in order."""
+    if spec is None:
+        return False
+    probe = list(range(spec.num_leaves))
+    rebuilt = pytree.tree_unflatten(probe, spec)
+    return type(rebuilt) is tuple and list(rebuilt) == probe
 
 
 def luminal_backend(
@@ -83,9 +101,15 @@ def luminal_backend(
         raise LuminalError(f"unknown luminal option(s) {unknown}; known options: {sorted(_KNOWN_OPTIONS)}")
     exported = export_graph(gm, example_inputs)
     _dump_archive(exported)
-    graph = _C.compile(exported.archive, list(exported.input_roles))
+    megakernel = bool(settings.get("megakernel", True))
+    graph = _C.compile(exported.archive, list(exported.input_roles), megakernel)
     with _state_lock:
         _compiles += 1
+    stats = graph.stats()
+    if stats["megakernel"]:
+        log.info("luminal: one megakernel per call on CUDA (%s)", stats["megakernel_reason"])
+    else:
+        log.info("luminal: general path, no megakernel: %s", stats["megakernel_reason"])
     return CompiledFunction(graph, exported)
 
 

@@ -27,7 +27,6 @@ using ir::NodeKind;
 namespace {
 
 constexpr size_t kAlignment = 256;
-constexpr int kBlock = 256;
 constexpr size_t kMaxInstances = 16;
 
 size_t align_up(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
@@ -38,7 +37,15 @@ int64_t product(const std::vector<int64_t>& sizes) {
   return n;
 }
 
-enum class Placement { Input, Constant, Arena, Output, VirtualView };
+// Register: a row-kernel intermediate, never in memory.
+// Copies the device error record to pinned host memory and clears it (the last node of a replay).
+constexpr const char* kExportErrorsKernel = R"(
+extern "C" __global__ void lm_export_errors(lm_i64* device_record, volatile lm_i64* host_record) {
+  for (int i = 0; i < 4; ++i) { host_record[i] = device_record[i]; device_record[i] = 0; }
+}
+)";
+
+enum class Placement { Input, Constant, Arena, Output, VirtualView, Register };
 
 // ---- library-call staging: user inputs feeding a matmul are copied into the arena, and a matmul
 // that is a graph output writes the arena and is copied out, so that captured library calls only
@@ -128,7 +135,7 @@ std::string arch_of(int device) {
 }
 
 // Makes the device's primary context (the one torch uses) current on this thread.
-void use_primary_context(int device) {
+CUcontext use_primary_context(int device) {
   const cuda::DriverApi& api = cuda::driver();
   LUMINAL_CU(api.cuInit(0));
   CUdevice dev;
@@ -138,6 +145,7 @@ void use_primary_context(int device) {
   CUcontext current = nullptr;
   LUMINAL_CU(api.cuCtxGetCurrent(&current));
   if (current != primary) LUMINAL_CU(api.cuCtxSetCurrent(primary));
+  return primary;
 }
 
 void dump_kernels(const std::string& source) {
@@ -163,6 +171,7 @@ struct Executor::Step {
 // The module and the constants, loaded on the first device that runs the graph.
 struct Executor::DeviceState {
   int device = 0;
+  CUcontext context = nullptr;  // the device's primary context (retained once)
   std::string arch;
   CUmodule module = nullptr;
   std::vector<CUfunction> functions;  // per kernel
@@ -202,18 +211,35 @@ void Executor::plan() {
     kernels_.push_back(codegen::generate_kernel(node, operands));
     steps_.push_back(Step{node.id, false, static_cast<int>(kernels_.size()) - 1});
   }
-  module_source_ = codegen::module_source(kernels_) + R"(
-extern "C" __global__ void lm_export_errors(lm_i64* device_record, volatile lm_i64* host_record) {
-  for (int i = 0; i < 4; ++i) { host_record[i] = device_record[i]; device_record[i] = 0; }
-}
-)";
+  module_source_ = codegen::module_source(kernels_) + kExportErrorsKernel;
 }
 
-Executor::Executor(std::shared_ptr<const ir::Graph> graph) {
-  graph_ = std::make_shared<const ir::Graph>(stage_library_operands(*graph, staging_copies_));
-  plan();
+void Executor::plan_row_kernel() {
+  const ir::Graph& g = *graph_;
+  NodeId first_output = -1;
+  for (const ir::GraphOutput& o : g.outputs) {
+    if (o.kind == ir::GraphOutput::Kind::Tensor && first_output < 0) first_output = o.node;
+  }
+  LUMINAL_CHECK(first_output >= 0, "internal error: a row kernel without tensor outputs");
+  kernels_.push_back(codegen::generate_row_kernel(g, rows_));
+  // The step is named after an output: its size tells whether there is any row to compute.
+  steps_.push_back(Step{first_output, false, 0});
+}
+
+Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Expr rows) : rows_(std::move(rows)) {
+  if (rows_) {
+    graph_ = std::move(graph);
+    plan_row_kernel();
+    module_source_ = codegen::module_source(kernels_) + kExportErrorsKernel;
+  } else {
+    graph_ = std::make_shared<const ir::Graph>(stage_library_operands(*graph, staging_copies_));
+    plan();
+  }
+  const std::vector<int> uses = graph_->use_counts();
+  for (NodeId input : graph_->inputs) input_read_.push_back(uses[input] > 0);
   stats_.kernels = kernels_.size();
   stats_.staging_copies = staging_copies_;
+  stats_.megakernel = rows_ != nullptr;
 }
 
 Executor::~Executor() = default;
@@ -384,7 +410,7 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
     in.buffers[node.id].sizes = evaluate(node.shape, symbols);
     if (node.kind == NodeKind::Input) placement[node.id] = Placement::Input;
     if (node.kind == NodeKind::Constant) placement[node.id] = Placement::Constant;
-    if (node.is_compute() && step_of[node.id] < 0) placement[node.id] = Placement::VirtualView;
+    if (node.is_compute() && step_of[node.id] < 0) placement[node.id] = rows_ ? Placement::Register : Placement::VirtualView;
     if (output_of[node.id] >= 0) placement[node.id] = Placement::Output;
   }
   for (const Step& step : steps_) {
@@ -425,7 +451,8 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
         break;
       case Placement::Arena:
       case Placement::Output: b.strides = contiguous_strides(b.sizes); break;
-      case Placement::VirtualView: break;
+      case Placement::VirtualView:
+      case Placement::Register: break;
     }
   }
   // Virtual views: strides derived from their base (arena bases are resolved after allocation).
@@ -545,16 +572,40 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
               {field, ExternalParam::Kind::InputStride, g.node(input).input_position, p.dim});
           break;
         }
+        case ParamKind::NodePointer:
+          if (placement[p.slot] == Placement::Input) {
+            launch.externals.push_back({field, ExternalParam::Kind::InputPointer, g.node(p.slot).input_position});
+          } else if (placement[p.slot] == Placement::Output) {
+            launch.externals.push_back({field, ExternalParam::Kind::OutputPointer, output_of[p.slot]});
+          } else {
+            LUMINAL_CHECK(placement[p.slot] == Placement::Constant, "internal error: row kernel reads node %", p.slot);
+            value = in.buffers[p.slot].ptr;
+          }
+          break;
+        case ParamKind::NodeStride:
+          launch.externals.push_back(
+              {field, ExternalParam::Kind::InputStride, g.node(p.slot).input_position, p.dim});
+          break;
       }
       launch.fields.push_back(value);
     }
     const int64_t work = evaluate(kernel.outputs, symbols) * kernel.threads_per_output;
     if (work == 0 || product(in.buffers[node.id].sizes) == 0) continue;  // nothing to compute
-    const int64_t blocks = (work + kBlock - 1) / kBlock;
-    launch.grid = static_cast<unsigned>(std::min<int64_t>(blocks, 65535 * 8));
-    in.bytes_per_call += static_cast<size_t>(product(in.buffers[node.id].sizes)) * dtype_size(node.dtype);
-    for (NodeId input : node.inputs) {
-      in.bytes_per_call += static_cast<size_t>(product(in.buffers[input].sizes)) * dtype_size(g.node(input).dtype);
+    const int64_t block = kernel.block_size;
+    const int64_t blocks = (work + block - 1) / block;
+    // Node kernels loop over their elements; the row kernel has one thread per row.
+    LUMINAL_CHECK(!rows_ || blocks <= 0x7fffffff, "batch of ", work, " rows is too large for one row-kernel launch");
+    launch.grid = static_cast<unsigned>(rows_ ? blocks : std::min<int64_t>(blocks, 65535 * 8));
+    if (rows_) {
+      for (const Node& n : g.nodes()) {
+        if (placement[n.id] == Placement::Register) continue;
+        in.bytes_per_call += static_cast<size_t>(product(in.buffers[n.id].sizes)) * dtype_size(n.dtype);
+      }
+    } else {
+      in.bytes_per_call += static_cast<size_t>(product(in.buffers[node.id].sizes)) * dtype_size(node.dtype);
+      for (NodeId input : node.inputs) {
+        in.bytes_per_call += static_cast<size_t>(product(in.buffers[input].sizes)) * dtype_size(g.node(input).dtype);
+      }
     }
     in.launches.push_back(std::move(launch));
   }
@@ -637,7 +688,7 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
     params.gridDimX = launch.grid;
     params.gridDimY = static_cast<unsigned>(kernels_[launch.kernel].grid_y);
     params.gridDimZ = 1;
-    params.blockDimX = kBlock;
+    params.blockDimX = static_cast<unsigned>(kernels_[launch.kernel].block_size);
     params.blockDimY = params.blockDimZ = 1;
     void* args[] = {launch.fields.data()};
     params.kernelParams = args;
@@ -664,28 +715,44 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
 
 Executor::Instance& Executor::instance_for(const SymbolValues& symbols, const CallContext& context,
                                            const std::vector<TensorView>& inputs) {
-  std::ostringstream key;
-  key << context.stream << '|' << context.allow_tf32;
-  for (const auto& [name, value] : symbols) key << '|' << name << '=' << value;
-  auto it = instances_.find(key.str());
-  if (it != instances_.end()) {
+  // Most calls repeat the previous one's key: search from the most recently used.
+  for (auto it = instances_.rbegin(); it != instances_.rend(); ++it) {
+    const InstanceKey& key = it->first;
+    if (key.stream != context.stream || key.allow_tf32 != context.allow_tf32 || key.symbols != symbols) continue;
     // Library calls captured the parameters' addresses: a parameter that moved needs a rebuild.
     bool moved = false;
     for (const auto& [position, pointer] : it->second->parameter_pointers) {
       moved = moved || reinterpret_cast<uint64_t>(inputs[position].data) != pointer;
     }
-    if (!moved) return *it->second;
-    raise_pending_errors(*it->second, /*wait=*/true);
-    instances_.erase(it);
+    const auto position = std::prev(it.base());
+    if (moved) {
+      raise_pending_errors(*position->second, /*wait=*/true);
+      instances_.erase(position);
+      break;
+    }
+    if (position + 1 != instances_.end()) std::rotate(position, position + 1, instances_.end());
+    return *instances_.back().second;
   }
   if (instances_.size() >= kMaxInstances) {
-    raise_pending_errors(*instances_.begin()->second, /*wait=*/true);
+    raise_pending_errors(*instances_.front().second, /*wait=*/true);
     instances_.erase(instances_.begin());
   }
   auto built = build_instance(symbols, context, inputs);
   ++stats_.instances;
   ++stats_.graph_builds;
-  return *instances_.emplace(key.str(), std::move(built)).first->second;
+  instances_.emplace_back(InstanceKey{context.stream, context.allow_tf32, symbols}, std::move(built));
+  return *instances_.back().second;
+}
+
+void Executor::make_context_current(int device) {
+  if (!device_ || device_->device != device) {
+    use_primary_context(device);  // first call, or a wrong device that run() reports
+    return;
+  }
+  const cuda::DriverApi& api = cuda::driver();
+  CUcontext current = nullptr;
+  LUMINAL_CU(api.cuCtxGetCurrent(&current));
+  if (current != device_->context) LUMINAL_CU(api.cuCtxSetCurrent(device_->context));
 }
 
 void Executor::raise_pending_errors(Instance& instance, bool wait) {
@@ -716,11 +783,12 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
                    const SymbolValues& symbols, const CallContext& context) {
   std::lock_guard<std::mutex> lock(mutex_);
   LUMINAL_CHECK(context.allocator != nullptr, "internal error: no device allocator");
-  use_primary_context(context.device);
+  make_context_current(context.device);
   const cuda::DriverApi& api = cuda::driver();
   if (!device_) {
     auto state = std::make_unique<DeviceState>();
     state->device = context.device;
+    state->context = use_primary_context(context.device);
     state->arch = arch_of(context.device);
     dump_kernels(module_source_);
     const std::string cubin = cuda::compile_to_cubin(module_source_, state->arch);
@@ -747,9 +815,8 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
   }
   LUMINAL_CHECK(device_->device == context.device, "this compiled graph runs on cuda:", device_->device,
                 "; it was called with tensors on cuda:", context.device);
-  const std::vector<int> uses = graph_->use_counts();
   for (size_t k = 0; k < inputs.size(); ++k) {
-    if (uses[graph_->inputs.at(k)] == 0) continue;  // never read
+    if (!input_read_.at(k)) continue;
     LUMINAL_CHECK(inputs[k].device.type == DeviceType::CUDA && inputs[k].device.index == context.device,
                   "input #", k, " must be on cuda:", context.device, ", got ", describe(inputs[k]));
   }
@@ -773,7 +840,7 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
     params.gridDimX = launch.grid;
     params.gridDimY = static_cast<unsigned>(kernels_[launch.kernel].grid_y);
     params.gridDimZ = 1;
-    params.blockDimX = kBlock;
+    params.blockDimX = static_cast<unsigned>(kernels_[launch.kernel].block_size);
     params.blockDimY = params.blockDimZ = 1;
     void* args[] = {launch.fields.data()};
     params.kernelParams = args;
@@ -821,7 +888,8 @@ void Executor::run_steps_one_by_one(Instance& instance, void* raw_stream) {
       Instance::Launch& launch = instance.launches[launch_index++];
       void* args[] = {launch.fields.data()};
       LUMINAL_CU(api.cuLaunchKernel(device_->functions[launch.kernel], launch.grid,
-                                    static_cast<unsigned>(kernels_[launch.kernel].grid_y), 1, kBlock, 1, 1, 0, stream, args,
+                                    static_cast<unsigned>(kernels_[launch.kernel].grid_y), 1,
+                                    static_cast<unsigned>(kernels_[launch.kernel].block_size), 1, 1, 0, stream, args,
                                     nullptr));
       what = kernels_[launch.kernel].name;
     }
@@ -845,8 +913,8 @@ Stats Executor::stats() const {
   return stats_;
 }
 
-std::string check_codegen(const ir::Graph& graph, const std::string& arch) {
-  Executor executor(std::make_shared<const ir::Graph>(graph));
+std::string check_codegen(const ir::Graph& graph, const std::string& arch, ir::Expr rows) {
+  Executor executor(std::make_shared<const ir::Graph>(graph), std::move(rows));
   cuda::compile_to_cubin(executor.module_source(), arch);
   return executor.module_source();
 }

@@ -54,11 +54,14 @@ struct Stats {
   size_t pointer_updates = 0;    // kernel-node parameter updates, cumulative
   size_t calls = 0;
   size_t host_syncs = 0;         // waits for the GPU (instance builds, error checks that must wait), cumulative
+  bool megakernel = false;       // the whole graph runs as one row kernel
 };
 
 class Executor {
  public:
-  explicit Executor(std::shared_ptr<const ir::Graph> graph);
+  // With `rows` set, `graph` is a row-local graph (passes/row_plan.h) with that batch extent and
+  // runs as one row kernel; otherwise node by node.
+  explicit Executor(std::shared_ptr<const ir::Graph> graph, ir::Expr rows = nullptr);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -78,6 +81,8 @@ class Executor {
   struct DeviceState;
 
   void plan();
+  void plan_row_kernel();
+  void make_context_current(int device);
   Instance& instance_for(const SymbolValues& symbols, const CallContext& context,
                          const std::vector<TensorView>& inputs);
   std::unique_ptr<Instance> build_instance(const SymbolValues& symbols, const CallContext& context,
@@ -85,7 +90,18 @@ class Executor {
   void raise_pending_errors(Instance& instance, bool wait);
   void run_steps_one_by_one(Instance& instance, void* stream);
 
+  struct InstanceKey {
+    void* stream = nullptr;
+    bool allow_tf32 = false;
+    SymbolValues symbols;
+    bool operator==(const InstanceKey& other) const {
+      return stream == other.stream && allow_tf32 == other.allow_tf32 && symbols == other.symbols;
+    }
+  };
+
   std::shared_ptr<const ir::Graph> graph_;
+  ir::Expr rows_;                 // row-kernel mode: the batch extent
+  std::vector<bool> input_read_;  // per call input: does the graph read it
   std::vector<codegen::Kernel> kernels_;
   std::vector<Step> steps_;
   std::string module_source_;
@@ -93,12 +109,12 @@ class Executor {
 
   mutable std::mutex mutex_;
   std::unique_ptr<DeviceState> device_;  // module and constants, on the first device used
-  std::map<std::string, std::unique_ptr<Instance>> instances_;
+  std::vector<std::pair<InstanceKey, std::unique_ptr<Instance>>> instances_;  // most recently used last
   Stats stats_;
 };
 
 // Generates the CUDA module for `graph` and compiles it with NVRTC for `arch` (no GPU needed):
 // the check CI runs over every graph the test suite compiles. Returns the module source.
-std::string check_codegen(const ir::Graph& graph, const std::string& arch);
+std::string check_codegen(const ir::Graph& graph, const std::string& arch, ir::Expr rows = nullptr);
 
 }  // namespace luminal::runtime::gpu

@@ -92,9 +92,30 @@ std::string nvrtc_version() {
   return str_cat(major, ".", minor);
 }
 
+namespace {
+
+struct MemoryCache {
+  std::mutex mutex;
+  std::map<std::string, std::string> cubins;
+};
+
+MemoryCache& memory_cache() {
+  static MemoryCache cache;
+  return cache;
+}
+
+}  // namespace
+
+void clear_memory_cache() {
+  MemoryCache& cache = memory_cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  cache.cubins.clear();
+}
+
 std::string compile_to_cubin(const std::string& source, const std::string& arch) {
-  static std::mutex mutex;
-  static std::map<std::string, std::string> memory;
+  MemoryCache& cache = memory_cache();
+  std::mutex& mutex = cache.mutex;
+  std::map<std::string, std::string>& memory = cache.cubins;
   const std::string key = str_cat(arch, "|nvrtc ", nvrtc_version(), "|", source);
   {
     std::lock_guard<std::mutex> lock(mutex);

@@ -11,6 +11,9 @@ namespace luminal::cuda {
 // Raises luminal::Error with the compiler log on failure.
 std::string compile_to_cubin(const std::string& source, const std::string& arch);
 
+// Empties the in-memory cache (the disk cache stays): for measuring cold compiles.
+void clear_memory_cache();
+
 // NVRTC's version as "major.minor" (raises when NVRTC cannot be loaded).
 std::string nvrtc_version();
 
