@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ORDER = ["eager", "inductor", "inductor-ro", "cudagraph", "luminal-general", "luminal", "floor"]
+ORDER = ["eager", "inductor", "inductor-ro", "cudagraph", "luminal-general", "luminal", "floor", "compile-floor"]
 
 
 def draw(report: dict[str, Any], path: Path, plt: Any) -> None:

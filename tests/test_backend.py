@@ -217,3 +217,53 @@ def test_small_matmuls_fuse_into_one_kernel(device: str) -> None:
     assert_same(torch.compile(model, backend=backend)(x), model(x))
     assert captured[0].stats()["matmuls"] == 0
     assert "sum(r" in captured[0].ir()
+
+
+def _cached_archives(directory) -> list:
+    return sorted((directory / "graphs").glob("*.pt2"))
+
+
+def test_warm_compile_skips_export(device: str, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("LUMINAL_CACHE_DIR", str(tmp_path))
+    model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.ReLU(), torch.nn.Linear(5, 3)).to(device)
+    with torch.no_grad():
+        x = rand(4, 6, device=device)
+        assert_same(torch.compile(model, backend="luminal")(x), model(x))
+        assert len(_cached_archives(tmp_path)) == 1
+
+        def no_export(*args, **kwargs):
+            raise AssertionError("torch.export ran although the export cache holds this graph")
+
+        torch._dynamo.reset()
+        monkeypatch.setattr(luminal.backend, "export_graph", no_export)
+        y = rand(4, 6, device=device)
+        assert_same(torch.compile(model, backend="luminal")(y), model(y))
+    assert luminal.compile_count() == 2
+
+
+def test_export_cache_keys_on_shapes_and_ignores_corrupt_entries(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("LUMINAL_CACHE_DIR", str(tmp_path))
+    model = torch.nn.Linear(6, 5)
+    with torch.no_grad():
+        torch.compile(model, backend="luminal", dynamic=False)(rand(4, 6))
+        torch._dynamo.reset()
+        torch.compile(model, backend="luminal", dynamic=False)(rand(3, 6))
+        archives = _cached_archives(tmp_path)
+        assert len(archives) == 2  # another shape, another export
+        for archive in archives:
+            archive.write_bytes(b"not a zip archive")
+        torch._dynamo.reset()
+        x = rand(4, 6)
+        assert_same(torch.compile(model, backend="luminal", dynamic=False)(x), model(x))
+    assert any(a.read_bytes().startswith(b"PK") for a in archives)  # the bad entry was rewritten
+
+
+def test_export_cache_can_be_disabled(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("LUMINAL_CACHE_DIR", "")
+    model = torch.nn.Linear(3, 2)
+    x = rand(2, 3)
+    with torch.no_grad():
+        assert_same(torch.compile(model, backend="luminal")(x), model(x))
+    from luminal import export_cache
+
+    assert export_cache.cache_directory() is None

@@ -17,7 +17,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export import Dim
 
-from luminal import _C
+from luminal import _C, export_cache
 from luminal._C import LuminalError
 
 # megakernel (bool, default True): run graphs the row matcher accepts (DLRM and other row-local
@@ -78,6 +78,21 @@ class CompiledFunction:
         return self._graph.stats()
 
 
+def _export_through_cache(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> ExportedGraph:
+    roles = [_input_role(v) if isinstance(v, torch.Tensor) else None for v in example_inputs]
+    key = export_cache.cache_key(gm, example_inputs, roles)
+    cached = export_cache.load(key) if key is not None else None
+    if cached is not None:
+        log.debug("luminal: export cache hit %s", key)
+        tensors = [example_inputs[i] for i in cached.tensor_positions]
+        _require_one_device([f"input {i}" for i in cached.tensor_positions], tensors)
+        return cached
+    exported = export_graph(gm, example_inputs)
+    if key is not None:
+        export_cache.store(key, exported)
+    return exported
+
+
 def _is_flat_tuple(spec: pytree.TreeSpec | None) -> bool:
     """True when the outputs are returned as a plain tuple of the flat outputs in order."""
     if spec is None:
@@ -99,7 +114,7 @@ def luminal_backend(
     unknown = sorted(set(settings) - _KNOWN_OPTIONS)
     if unknown:
         raise LuminalError(f"unknown luminal option(s) {unknown}; known options: {sorted(_KNOWN_OPTIONS)}")
-    exported = export_graph(gm, example_inputs)
+    exported = _export_through_cache(gm, example_inputs)
     _dump_archive(exported)
     megakernel = bool(settings.get("megakernel", True))
     graph = _C.compile(exported.archive, list(exported.input_roles), megakernel)

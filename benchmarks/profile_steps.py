@@ -1,0 +1,38 @@
+"""Per-step GPU times of luminal's CUDA plan for one benchmark config (LUMINAL_PROFILE=1: every
+kernel and library call runs on its own between events; slow, for finding where time goes).
+
+    python benchmarks/profile_steps.py kaggle [--batch 2048] [--no-megakernel]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import torch
+from dlrm_bench import CONFIGS, make_workload
+
+import luminal
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("config", choices=sorted(CONFIGS))
+    parser.add_argument("--batch", type=int, default=2048)
+    parser.add_argument("--no-megakernel", action="store_true")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    model, inputs = make_workload(CONFIGS[args.config], args.batch)
+    compiled = torch.compile(model, backend=luminal.luminal_backend, options={"megakernel": not args.no_megakernel})
+    with torch.no_grad():
+        for _ in range(3):  # the first calls compile and choose matmul algorithms
+            compiled(*inputs)
+        torch.cuda.synchronize()
+        print(f"--- {args.config}, batch {args.batch}: one profiled call", flush=True)
+        os.environ["LUMINAL_PROFILE"] = "1"  # read on every call
+        compiled(*inputs)
+        torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    main()
