@@ -51,7 +51,7 @@ def test_unsupported_op_names_op_and_node() -> None:
         return torch.cumsum(x, 0) + torch.relu(x)
 
     with pytest.raises(Exception, match=r"aten\.cumsum\.default \(node cumsum\)"):
-        torch.compile(fn, backend="luminal")(rand(5))
+        torch.compile(fn, backend="luminal", options={"strict": True})(rand(5))
 
 
 def test_unknown_option_raises() -> None:

@@ -44,3 +44,46 @@ def test_reduce_propagates_nan(device: str) -> None:
     x = rand(3, 4, device=device)
     x[1, 2] = float("nan")
     check(lambda t: (t.amax(1), t.amin(0), t.sum(1)), x)
+
+
+@pytest.mark.parametrize("dim", [None, 0, -1, 1], ids=str)
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("op", ["prod", "any", "all", "argmax", "argmin", "var", "std"])
+def test_more_reductions(op: str, dim, keepdim: bool, device: str) -> None:
+    x = rand(3, 5, 7, device=device, low=0.5, high=1.5)
+    if op in ("any", "all"):
+        x = (x > 1.3).to(torch.int32)
+    fn = getattr(torch, op)
+    if dim is None and op == "prod":
+        check(lambda t: fn(t) * 1, x, tolerance_scale=8)
+    elif dim is None:
+        check(lambda t: fn(t, keepdim=keepdim) if op.startswith("arg") else fn(t), x, tolerance_scale=8)
+    else:
+        check(lambda t: fn(t, dim, keepdim=keepdim), x, tolerance_scale=8)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool, torch.float16, torch.bfloat16], ids=str)
+def test_prod_any_all_dtypes(dtype: torch.dtype, device: str) -> None:
+    x = rand(4, 6, dtype=dtype, device=device, low=-2, high=2)
+    check(lambda t: (torch.prod(t, 1), torch.any(t, 0), torch.all(t, -1), torch.any(t)), x, tolerance_scale=8)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.int64, torch.int8], ids=str)
+def test_argmax_argmin_first_occurrence_and_nan(dtype: torch.dtype, device: str) -> None:
+    x = rand(5, 9, dtype=dtype, device=device, low=-3, high=3).round()  # ties are likely
+    check(lambda t: (t.argmax(1), t.argmin(0), t.argmax(), t.argmin(-1, keepdim=True)), x)
+    if dtype.is_floating_point:
+        x[2, 4] = float("nan")
+        x[2, 7] = float("nan")
+        check(lambda t: (t.argmax(1), t.argmin(1)), x)
+
+
+@pytest.mark.parametrize("correction", [0, 1, 2])
+def test_var_std_correction(correction: int, device: str) -> None:
+    x = rand(4, 11, device=device)
+    check(
+        lambda t: (torch.var(t, 1, correction=correction), torch.std(t, (0, 1), correction=correction, keepdim=True)),
+        x,
+        tolerance_scale=8,
+    )
+    check(lambda t: torch.var_mean(t, 0), non_contiguous(x), tolerance_scale=8)

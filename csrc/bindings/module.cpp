@@ -319,6 +319,13 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("supported_targets", [] { return frontend::Registry::instance().targets(); },
         "ATen targets with a translator.");
+  m.def(
+      "passthrough_targets",
+      [] {
+        const auto& targets = frontend::passthrough_targets();
+        return std::vector<std::string>(targets.begin(), targets.end());
+      },
+      "Targets accepted without a translator (symbolic-size arithmetic, export-time assertions).");
 
   m.def(
       "add_cuda_library_dirs",

@@ -37,7 +37,8 @@ class Builder {
 
   ir::Graph& graph() { return graph_; }
   const ir::Node& node(NodeId id) const { return graph_.node(id); }
-  const Shape& shape(NodeId id) const { return graph_.node(id).shape; }
+  // By value: a reference into the graph would dangle once the next node is added.
+  Shape shape(NodeId id) const { return graph_.node(id).shape; }
   DType dtype(NodeId id) const { return graph_.node(id).dtype; }
   size_t rank(NodeId id) const { return graph_.node(id).rank(); }
 

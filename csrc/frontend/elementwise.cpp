@@ -1,6 +1,8 @@
 // Elementwise math: unary functions, arithmetic with tensors and Python scalars, comparisons,
 // where, clamp. Result dtypes come from the export metadata; operands are promoted the way
 // torch.result_type does.
+#include <limits>
+
 #include "common/error.h"
 #include "frontend/translate.h"
 
@@ -121,6 +123,116 @@ void translate_gelu(Context& ctx, const pt2::Node& node) {
   }));
 }
 
+// isnan/isinf: a bool result computed in the input's dtype (false for integers).
+void translate_float_class(Context& ctx, const pt2::Node& node, bool infinity) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "self");
+  const DType in = b.dtype(x);
+  ctx.set_output(node, b.elementwise({Operand::of(x)}, in, DType::Bool, [&](const std::vector<Expr>& v) {
+    if (!is_floating(in)) return ir::bool_const(false);
+    if (!infinity) return ir::unary(ExprOp::IsNan, v[0]);
+    return ir::binary(ExprOp::Eq, ir::unary(ExprOp::Abs, v[0]),
+                      ir::scalar_const(std::numeric_limits<double>::infinity(), in));
+  }));
+}
+
+// logical_and/or/xor: operands are truth values of any dtype.
+void translate_logical(Context& ctx, const pt2::Node& node, ExprOp op) {
+  Builder& b = ctx.builder();
+  const Operand lhs = ctx.operand(node, "self");
+  const Operand rhs = ctx.operand(node, "other");
+  const DType compute = b.result_type({lhs, rhs});
+  const DType out = ctx.out_dtype(node);
+  ctx.set_output(node, b.elementwise({lhs, rhs}, compute, out, [&](const std::vector<Expr>& v) {
+    const Expr zero = ir::scalar_const(0, compute);
+    const Expr a = ir::binary(ExprOp::Ne, v[0], zero), c = ir::binary(ExprOp::Ne, v[1], zero);
+    return op == ExprOp::Ne ? ir::binary(ExprOp::Ne, a, c) : ir::binary(op, a, c);
+  }));
+}
+
+// x ** n for integer x and a constant exponent n >= 0, by repeated squaring (wrapping like eager).
+Expr integer_power(const Expr& x, int64_t n, DType dtype) {
+  Expr result = ir::scalar_const(1, dtype), base = x;
+  for (; n > 0; n >>= 1) {
+    if (n & 1) result = ir::mul(result, base);
+    if (n > 1) base = ir::mul(base, base);
+  }
+  return result;
+}
+
+void translate_pow(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const Operand base = ctx.operand(node, "self");
+  const Operand exponent = ctx.operand(node, "exponent");
+  const DType out = ctx.out_dtype(node);
+  if (is_floating(out)) {
+    ctx.set_output(node, b.elementwise({base, exponent}, out, out, [](const std::vector<Expr>& v) {
+      return ir::binary(ExprOp::Pow, v[0], v[1]);
+    }));
+    return;
+  }
+  const bool constant_exponent = !exponent.tensor && exponent.scalar_dtype != DType::F32 &&
+                                 exponent.scalar_dtype != DType::F64 && exponent.scalar >= 0 && exponent.scalar <= 64;
+  LUMINAL_CHECK(constant_exponent && base.tensor, "pow of integer tensors is supported with a constant exponent in "
+                "[0, 64]; this node has ", exponent.tensor ? "a tensor exponent" : "another exponent");
+  const auto n = static_cast<int64_t>(exponent.scalar);
+  ctx.set_output(node, b.elementwise({base}, out, out, [&](const std::vector<Expr>& v) {
+    return integer_power(v[0], n, out);
+  }));
+}
+
+// fmod: the remainder with the dividend's sign (C fmod); integers from the Python-style Mod.
+void translate_fmod(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const Operand lhs = ctx.operand(node, "self");
+  const Operand rhs = ctx.operand(node, "other");
+  const DType out = ctx.out_dtype(node);
+  ctx.set_output(node, b.elementwise({lhs, rhs}, out, out, [&](const std::vector<Expr>& v) {
+    if (is_floating(out)) return ir::binary(ExprOp::Fmod, v[0], v[1]);
+    const Expr r = ir::binary(ExprOp::Mod, v[0], v[1]);
+    const Expr zero = ir::scalar_const(0, out);
+    const Expr signs_differ = ir::binary(ExprOp::Ne, ir::binary(ExprOp::Lt, v[0], zero), ir::binary(ExprOp::Lt, v[1], zero));
+    return ir::where(ir::logical_and(signs_differ, ir::binary(ExprOp::Ne, r, zero)), ir::binary(ExprOp::Sub, r, v[1]), r);
+  }));
+}
+
+// leaky_relu(x, slope) = x > 0 ? x : x * slope
+void translate_leaky_relu(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const DType out = ctx.out_dtype(node);
+  const double slope = ctx.float_arg(node, "negative_slope", 0.01);
+  ctx.set_output(node, b.elementwise({Operand::of(ctx.tensor(node, "self"))}, out, out, [&](const std::vector<Expr>& v) {
+    const Expr positive = ir::binary(ExprOp::Gt, v[0], ir::scalar_const(0, out));
+    return ir::where(positive, v[0], ir::mul(v[0], ir::scalar_const(slope, out)));
+  }));
+}
+
+// hardtanh(x, lo, hi) = clamp(x, lo, hi)
+void translate_hardtanh(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const DType out = ctx.out_dtype(node);
+  const double lo = ctx.float_arg(node, "min_val", -1.0), hi = ctx.float_arg(node, "max_val", 1.0);
+  ctx.set_output(node, b.elementwise({Operand::of(ctx.tensor(node, "self"))}, out, out, [&](const std::vector<Expr>& v) {
+    return ir::min(ir::max(v[0], ir::scalar_const(lo, out)), ir::scalar_const(hi, out));
+  }));
+}
+
+// elu(x, alpha, scale, input_scale) = x > 0 ? scale * x : scale * alpha * expm1(x * input_scale)
+void translate_elu(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const DType out = ctx.out_dtype(node);
+  LUMINAL_CHECK(is_floating(out), "elu needs a floating-point tensor, got ", dtype_name(out));
+  const double alpha = ctx.float_arg(node, "alpha", 1.0), scale = ctx.float_arg(node, "scale", 1.0);
+  const double input_scale = ctx.float_arg(node, "input_scale", 1.0);
+  const DType compute = out == DType::F64 ? DType::F64 : DType::F32;
+  ctx.set_output(node, b.elementwise({Operand::of(ctx.tensor(node, "self"))}, compute, out, [&](const std::vector<Expr>& v) {
+    const Expr positive = ir::binary(ExprOp::Gt, v[0], ir::scalar_const(0, compute));
+    const Expr negative = ir::mul(ir::scalar_const(scale * alpha, compute),
+                                  ir::unary(ExprOp::Expm1, ir::mul(v[0], ir::scalar_const(input_scale, compute))));
+    return ir::where(positive, ir::mul(v[0], ir::scalar_const(scale, compute)), negative);
+  }));
+}
+
 template <ExprOp Op>
 void unary(Context& ctx, const pt2::Node& node) {
   translate_unary(ctx, node, Op);
@@ -148,6 +260,45 @@ void register_elementwise_ops(Registry& registry) {
   registry.add(aten + "sin.default", unary<ExprOp::Sin>);
   registry.add(aten + "cos.default", unary<ExprOp::Cos>);
   registry.add(aten + "erf.default", unary<ExprOp::Erf>);
+  registry.add(aten + "tan.default", unary<ExprOp::Tan>);
+  registry.add(aten + "asin.default", unary<ExprOp::Asin>);
+  registry.add(aten + "acos.default", unary<ExprOp::Acos>);
+  registry.add(aten + "atan.default", unary<ExprOp::Atan>);
+  registry.add(aten + "sinh.default", unary<ExprOp::Sinh>);
+  registry.add(aten + "cosh.default", unary<ExprOp::Cosh>);
+  registry.add(aten + "asinh.default", unary<ExprOp::Asinh>);
+  registry.add(aten + "acosh.default", unary<ExprOp::Acosh>);
+  registry.add(aten + "atanh.default", unary<ExprOp::Atanh>);
+  registry.add(aten + "expm1.default", unary<ExprOp::Expm1>);
+  registry.add(aten + "log1p.default", unary<ExprOp::Log1p>);
+  registry.add(aten + "log2.default", unary<ExprOp::Log2>);
+  registry.add(aten + "log10.default", unary<ExprOp::Log10>);
+  registry.add(aten + "exp2.default", unary<ExprOp::Exp2>);
+  registry.add(aten + "sign.default", unary<ExprOp::Sign>);
+  registry.add(aten + "round.default", unary<ExprOp::Round>);
+  registry.add(aten + "bitwise_not.default", unary<ExprOp::BitNot>);
+  registry.add(aten + "isnan.default", [](Context& ctx, const pt2::Node& node) { translate_float_class(ctx, node, false); });
+  registry.add(aten + "isinf.default", [](Context& ctx, const pt2::Node& node) { translate_float_class(ctx, node, true); });
+  registry.add(aten + "logical_and.default", [](Context& ctx, const pt2::Node& node) { translate_logical(ctx, node, ExprOp::And); });
+  registry.add(aten + "logical_or.default", [](Context& ctx, const pt2::Node& node) { translate_logical(ctx, node, ExprOp::Or); });
+  registry.add(aten + "logical_xor.default", [](Context& ctx, const pt2::Node& node) { translate_logical(ctx, node, ExprOp::Ne); });
+  registry.add(aten + "pow.Tensor_Tensor", translate_pow);
+  registry.add(aten + "pow.Tensor_Scalar", translate_pow);
+  registry.add(aten + "pow.Scalar", translate_pow);
+  registry.add(aten + "atan2.default", binary<ExprOp::Atan2>);
+  registry.add(aten + "hypot.default", binary<ExprOp::Hypot>);
+  registry.add(aten + "floor_divide.default", [](Context& ctx, const pt2::Node& node) {
+    // Floating floor division must follow torch's fmod-based rounding (floor(a / b) differs,
+    // e.g. 1.0 // 0.1 is 9 in torch); until that is implemented only integers are accepted.
+    LUMINAL_CHECK(!is_floating(ctx.out_dtype(node)), "floor_divide of floating-point tensors is not supported yet "
+                  "(integer tensors are)");
+    translate_binary(ctx, node, ExprOp::FloorDiv);
+  });
+  registry.add(aten + "clamp_min.default", translate_clamp);
+  registry.add(aten + "clamp_max.default", translate_clamp);
+  registry.add(aten + "leaky_relu.default", translate_leaky_relu);
+  registry.add(aten + "hardtanh.default", translate_hardtanh);
+  registry.add(aten + "elu.default", translate_elu);
   registry.add(aten + "gelu.default", translate_gelu);
   registry.add(aten + "floor.default", unary<ExprOp::Floor>);
   registry.add(aten + "ceil.default", unary<ExprOp::Ceil>);
@@ -165,6 +316,11 @@ void register_elementwise_ops(Registry& registry) {
     registry.add(aten + "le" + overload, binary<ExprOp::Le>);
     registry.add(aten + "gt" + overload, binary<ExprOp::Gt>);
     registry.add(aten + "ge" + overload, binary<ExprOp::Ge>);
+    registry.add(aten + "remainder" + overload, binary<ExprOp::Mod>);
+    registry.add(aten + "fmod" + overload, translate_fmod);
+    registry.add(aten + "bitwise_and" + overload, binary<ExprOp::BitAnd>);
+    registry.add(aten + "bitwise_or" + overload, binary<ExprOp::BitOr>);
+    registry.add(aten + "bitwise_xor" + overload, binary<ExprOp::BitXor>);
   }
   registry.add(aten + "div.Tensor_mode", translate_div);
   registry.add(aten + "div.Scalar_mode", translate_div);

@@ -1,4 +1,5 @@
-// Reductions over dimension lists: sum, mean, amax, amin (keepdim, dtype).
+// Reductions over dimension lists (sum, mean, amax, amin, prod, any, all, var, argmax, argmin),
+// softmax and log_softmax, and the normalizations built on them (layer norm, inference batch norm).
 #include <limits>
 
 #include "common/error.h"
@@ -53,11 +54,229 @@ void translate_extreme(Context& ctx, const pt2::Node& node) {
   std::vector<int64_t> dims = reduce_dims_arg(ctx, node);
   for (int64_t d : dims) {
     if (b.rank(x) > 0) {
-      const Expr& size = b.shape(x)[b.normalize_dim(d, b.rank(x))];
+      const Expr size = b.shape(x)[b.normalize_dim(d, b.rank(x))];
       LUMINAL_CHECK(!size->is_int_const(0), "amax/amin of an empty dimension has no identity");
     }
   }
   ctx.set_output(node, b.reduce_dims(x, dims, ctx.bool_arg(node, "keepdim", false), Op, b.dtype(x)));
+}
+
+// A `dim` argument that may be one int, a list, or None (all dimensions).
+std::vector<int64_t> dim_or_dims(Context& ctx, const pt2::Node& node, std::string_view name = "dim") {
+  const pt2::Argument* arg = ctx.find_arg(node, name);
+  if (!arg || arg->is_none()) return {};
+  if (arg->kind() == pt2::Argument::Kind::Int) return {arg->as_int()};
+  return arg->as_ints();
+}
+
+std::vector<int64_t> all_dims_if_empty(std::vector<int64_t> dims, size_t rank) {
+  if (dims.empty()) {
+    for (size_t d = 0; d < rank; ++d) dims.push_back(static_cast<int64_t>(d));
+  }
+  return dims;
+}
+
+// The number of elements a reduction over `dims` combines (a shape expression).
+Expr reduced_count(Builder& b, NodeId x, const std::vector<int64_t>& dims) {
+  Expr count = ir::int_const(1);
+  for (int64_t d : dims) {
+    if (b.rank(x) > 0) count = ir::mul(count, b.shape(x)[b.normalize_dim(d, b.rank(x))]);
+  }
+  return count;
+}
+
+DType compute_type(DType out) { return out == DType::F64 ? DType::F64 : DType::F32; }
+
+void translate_prod(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "self");
+  const DType out = ctx.out_dtype(node);
+  ctx.set_output(node, b.reduce_dims(b.cast(x, out), dim_or_dims(ctx, node), ctx.bool_arg(node, "keepdim", false),
+                                     ir::ReduceOp::Prod, out));
+}
+
+template <ir::ReduceOp Op>
+void translate_any_all(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "self");
+  const DType in = b.dtype(x);
+  const NodeId truth = b.elementwise({Operand::of(x)}, in, DType::Bool, [&](const std::vector<Expr>& v) {
+    return ir::binary(ir::ExprOp::Ne, v[0], ir::scalar_const(0, in));
+  });
+  const NodeId reduced = b.reduce_dims(truth, dim_or_dims(ctx, node), ctx.bool_arg(node, "keepdim", false), Op, DType::Bool);
+  ctx.set_output(node, b.cast(reduced, ctx.out_dtype(node)));  // uint8 inputs give uint8, as in torch
+}
+
+// Mean over `dims` with keepdim, in `compute`.
+NodeId keepdim_mean(Builder& b, NodeId xc, const std::vector<int64_t>& dims, DType compute) {
+  const Expr count = reduced_count(b, xc, dims);
+  const NodeId total = b.reduce_dims(xc, dims, true, ir::ReduceOp::Sum, compute);
+  return b.elementwise({Operand::of(total)}, compute, compute, [&](const std::vector<Expr>& v) {
+    return ir::binary(ir::ExprOp::Div, v[0], ir::cast(count, compute));
+  });
+}
+
+// Sum of squared deviations from the keepdim mean.
+NodeId squared_deviations(Builder& b, NodeId xc, NodeId mean, const std::vector<int64_t>& dims, bool keepdim,
+                          DType compute) {
+  const NodeId squares = b.elementwise({Operand::of(xc), Operand::of(mean)}, compute, compute,
+                                       [](const std::vector<Expr>& v) {
+                                         const Expr d = ir::binary(ir::ExprOp::Sub, v[0], v[1]);
+                                         return ir::mul(d, d);
+                                       });
+  return b.reduce_dims(squares, dims, keepdim, ir::ReduceOp::Sum, compute);
+}
+
+// var.correction(self, dim, correction, keepdim) and var.dim(self, dim, unbiased, keepdim); two
+// passes (mean, then squared deviations), as torch does, for accuracy.
+void translate_var(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "self");
+  const DType out = ctx.out_dtype(node);
+  LUMINAL_CHECK(is_floating(out), "var needs a floating dtype, got ", dtype_name(out));
+  const DType compute = compute_type(out);
+  const std::vector<int64_t> dims = all_dims_if_empty(dim_or_dims(ctx, node), b.rank(x));
+  double correction = 1.0;
+  if (const pt2::Argument* c = ctx.find_arg(node, "correction"); c && !c->is_none()) {
+    correction = ctx.float_arg(node, "correction");
+  } else if (ctx.find_arg(node, "unbiased")) {
+    correction = ctx.bool_arg(node, "unbiased") ? 1.0 : 0.0;
+  }
+  const NodeId xc = b.cast(x, compute);
+  const NodeId mean = keepdim_mean(b, xc, dims, compute);
+  const NodeId total = squared_deviations(b, xc, mean, dims, ctx.bool_arg(node, "keepdim", false), compute);
+  const Expr count = reduced_count(b, x, dims);
+  ctx.set_output(node, b.elementwise({Operand::of(total)}, compute, out, [&](const std::vector<Expr>& v) {
+    const Expr divisor = ir::binary(ir::ExprOp::Sub, ir::cast(count, compute), ir::scalar_const(correction, compute));
+    return ir::binary(ir::ExprOp::Div, v[0], ir::max(divisor, ir::scalar_const(0, compute)));
+  }));
+}
+
+// _softmax / _log_softmax over one dim, computed in f32 (f64 for f64) with the max subtracted.
+void translate_softmax(Context& ctx, const pt2::Node& node, bool log) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "self");
+  const DType out = ctx.out_dtype(node);
+  LUMINAL_CHECK(is_floating(out), "softmax needs a floating dtype, got ", dtype_name(out));
+  const DType compute = compute_type(out);
+  const std::vector<int64_t> dim{ctx.int_arg(node, "dim")};
+  const NodeId xc = b.cast(x, compute);
+  const NodeId max = b.reduce_dims(xc, dim, true, ir::ReduceOp::Max, compute);
+  const NodeId shifted = b.elementwise({Operand::of(xc), Operand::of(max)}, compute, compute,
+                                       [](const std::vector<Expr>& v) { return ir::binary(ir::ExprOp::Sub, v[0], v[1]); });
+  const NodeId exps = b.elementwise({Operand::of(shifted)}, compute, compute,
+                                    [](const std::vector<Expr>& v) { return ir::unary(ir::ExprOp::Exp, v[0]); });
+  const NodeId total = b.reduce_dims(exps, dim, true, ir::ReduceOp::Sum, compute);
+  if (log) {
+    ctx.set_output(node, b.elementwise({Operand::of(shifted), Operand::of(total)}, compute, out, [](const std::vector<Expr>& v) {
+      return ir::binary(ir::ExprOp::Sub, v[0], ir::unary(ir::ExprOp::Log, v[1]));
+    }));
+    return;
+  }
+  ctx.set_output(node, b.elementwise({Operand::of(exps), Operand::of(total)}, compute, out, [](const std::vector<Expr>& v) {
+    return ir::binary(ir::ExprOp::Div, v[0], v[1]);
+  }));
+}
+
+// argmax/argmin: the first index holding the extreme value (NaN counts as the maximum and the
+// minimum, as in torch). dim=None flattens.
+void translate_arg_extreme(Context& ctx, const pt2::Node& node, bool is_max) {
+  Builder& b = ctx.builder();
+  NodeId x = ctx.tensor(node, "self");
+  const bool keepdim = ctx.bool_arg(node, "keepdim", false);
+  const pt2::Argument* dim_arg = ctx.find_arg(node, "dim");
+  const bool flatten = !dim_arg || dim_arg->is_none();
+  if (flatten) x = b.reshape(x, {reduced_count(b, x, all_dims_if_empty({}, b.rank(x)))});
+  const size_t rank = b.rank(x);
+  LUMINAL_CHECK(rank > 0, "argmax/argmin of a 0-d tensor");
+  const int64_t d = b.normalize_dim(flatten ? 0 : ctx.int_arg(node, "dim"), rank);
+  LUMINAL_CHECK(!b.shape(x)[d]->is_int_const(0), "argmax/argmin of an empty dimension");
+  const DType in = b.dtype(x);
+  const NodeId extreme = b.reduce_dims(x, {d}, true, is_max ? ir::ReduceOp::Max : ir::ReduceOp::Min, in);
+  std::vector<Expr> at = Builder::loop_vars(rank), at_extreme = at;
+  at_extreme[d] = ir::int_const(0);
+  const Expr value = ir::load(0, in, at), best = ir::load(1, in, at_extreme);
+  Expr match = ir::binary(ir::ExprOp::Eq, value, best);
+  if (is_floating(in)) {
+    match = ir::binary(ir::ExprOp::Or, match,
+                       ir::logical_and(ir::unary(ir::ExprOp::IsNan, best), ir::unary(ir::ExprOp::IsNan, value)));
+  }
+  const Expr candidate = ir::where(match, at[d], ir::int_const(std::numeric_limits<int64_t>::max()));
+  const NodeId candidates = b.pointwise(DType::I64, b.shape(x), {x, extreme}, candidate);
+  NodeId result = b.reduce_dims(candidates, {d}, keepdim && !flatten, ir::ReduceOp::Min, DType::I64);
+  if (flatten) result = b.reshape(result, ctx.out_shape(node));
+  ctx.set_output(node, result);
+}
+
+// Broadcasts a per-channel vector [C] against an input of `rank` with channels at dim 1.
+NodeId per_channel(Builder& b, NodeId v, size_t rank) {
+  Shape shape = b.shape(v);
+  for (size_t d = 2; d < rank; ++d) shape.push_back(ir::int_const(1));
+  return b.reshape(v, shape);
+}
+
+// native_layer_norm(input, normalized_shape, weight, bias, eps) -> (out, mean, rstd)
+void translate_layer_norm(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "input");
+  const size_t k = ctx.symints_arg(node, "normalized_shape").size();
+  const size_t rank = b.rank(x);
+  LUMINAL_CHECK(k >= 1 && k <= rank, "layer_norm over ", k, " dims of a rank-", rank, " tensor");
+  const DType out = ctx.out_dtype(node, 0);
+  LUMINAL_CHECK(is_floating(out), "layer_norm needs a floating dtype, got ", dtype_name(out));
+  const DType compute = compute_type(out);
+  const double eps = ctx.float_arg(node, "eps");
+  std::vector<int64_t> dims;
+  for (size_t d = rank - k; d < rank; ++d) dims.push_back(static_cast<int64_t>(d));
+  const NodeId xc = b.cast(x, compute);
+  const NodeId mean = keepdim_mean(b, xc, dims, compute);
+  const NodeId total = squared_deviations(b, xc, mean, dims, true, compute);
+  const Expr count = reduced_count(b, x, dims);
+  const NodeId rstd = b.elementwise({Operand::of(total)}, compute, compute, [&](const std::vector<Expr>& v) {
+    const Expr var = ir::binary(ir::ExprOp::Div, v[0], ir::cast(count, compute));
+    return ir::unary(ir::ExprOp::Rsqrt, ir::add(var, ir::scalar_const(eps, compute)));
+  });
+  std::vector<Operand> operands{Operand::of(xc), Operand::of(mean), Operand::of(rstd)};
+  const std::optional<NodeId> weight = ctx.optional_tensor(node, "weight");
+  const std::optional<NodeId> bias = ctx.optional_tensor(node, "bias");
+  if (weight) operands.push_back(Operand::of(*weight));
+  if (bias) operands.push_back(Operand::of(*bias));
+  ctx.set_output(node, 0, b.elementwise(operands, compute, out, [&](const std::vector<Expr>& v) {
+    Expr y = ir::mul(ir::binary(ir::ExprOp::Sub, v[0], v[1]), v[2]);
+    size_t next = 3;
+    if (weight) y = ir::mul(y, v[next++]);
+    if (bias) y = ir::add(y, v[next]);
+    return y;
+  }));
+  ctx.set_output(node, 1, b.cast(mean, ctx.out_dtype(node, 1)));
+  ctx.set_output(node, 2, b.cast(rstd, ctx.out_dtype(node, 2)));
+}
+
+// _native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var, momentum,
+// eps) -> (out, empty, empty): inference batch norm with the running statistics.
+void translate_batch_norm_inference(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "input");
+  const size_t rank = b.rank(x);
+  LUMINAL_CHECK(rank >= 2, "batch_norm needs an input of rank >= 2, got rank ", rank);
+  const DType out = ctx.out_dtype(node, 0);
+  const DType compute = compute_type(out);
+  const double eps = ctx.float_arg(node, "eps");
+  std::vector<Operand> operands{Operand::of(x), Operand::of(per_channel(b, ctx.tensor(node, "running_mean"), rank)),
+                                Operand::of(per_channel(b, ctx.tensor(node, "running_var"), rank))};
+  const std::optional<NodeId> weight = ctx.optional_tensor(node, "weight");
+  const std::optional<NodeId> bias = ctx.optional_tensor(node, "bias");
+  if (weight) operands.push_back(Operand::of(per_channel(b, *weight, rank)));
+  if (bias) operands.push_back(Operand::of(per_channel(b, *bias, rank)));
+  ctx.set_output(node, 0, b.elementwise(operands, compute, out, [&](const std::vector<Expr>& v) {
+    const Expr inv_std = ir::unary(ir::ExprOp::Rsqrt, ir::add(v[2], ir::scalar_const(eps, compute)));
+    Expr y = ir::mul(ir::binary(ir::ExprOp::Sub, v[0], v[1]), inv_std);
+    size_t next = 3;
+    if (weight) y = ir::mul(y, v[next++]);
+    if (bias) y = ir::add(y, v[next]);
+    return y;
+  }));
+  for (size_t k = 1; k <= 2; ++k) ctx.set_output(node, k, b.full(ctx.out_shape(node, k), 0.0, ctx.out_dtype(node, k)));
 }
 
 }  // namespace
@@ -70,6 +289,20 @@ void register_reduction_ops(Registry& registry) {
   registry.add(aten + "mean.default", translate_mean);
   registry.add(aten + "amax.default", translate_extreme<ir::ReduceOp::Max>);
   registry.add(aten + "amin.default", translate_extreme<ir::ReduceOp::Min>);
+  registry.add(aten + "prod.default", translate_prod);
+  registry.add(aten + "prod.dim_int", translate_prod);
+  for (const char* overload : {"default", "dim", "dims"}) {
+    registry.add(aten + "any." + overload, translate_any_all<ir::ReduceOp::Any>);
+    registry.add(aten + "all." + overload, translate_any_all<ir::ReduceOp::All>);
+  }
+  registry.add(aten + "var.correction", translate_var);
+  registry.add(aten + "var.dim", translate_var);
+  registry.add(aten + "_softmax.default", [](Context& ctx, const pt2::Node& node) { translate_softmax(ctx, node, false); });
+  registry.add(aten + "_log_softmax.default", [](Context& ctx, const pt2::Node& node) { translate_softmax(ctx, node, true); });
+  registry.add(aten + "argmax.default", [](Context& ctx, const pt2::Node& node) { translate_arg_extreme(ctx, node, true); });
+  registry.add(aten + "argmin.default", [](Context& ctx, const pt2::Node& node) { translate_arg_extreme(ctx, node, false); });
+  registry.add(aten + "native_layer_norm.default", translate_layer_norm);
+  registry.add(aten + "_native_batch_norm_legit_no_training.default", translate_batch_norm_inference);
 }
 
 }  // namespace luminal::frontend

@@ -9,8 +9,6 @@
 
 namespace luminal::frontend {
 
-namespace {
-
 // Targets that carry no computation for us: shape bookkeeping and export-time assertions.
 const std::set<std::string>& passthrough_targets() {
   static const std::set<std::string> targets = {
@@ -48,6 +46,8 @@ const std::set<std::string>& passthrough_targets() {
   };
   return targets;
 }
+
+namespace {
 
 std::string node_name(const pt2::Node& node) {
   if (node.name) return *node.name;

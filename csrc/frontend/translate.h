@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,9 @@ class Registry {
 
 // Short form of a target for messages: "torch.ops.aten.addmm.default" -> "aten.addmm.default".
 std::string short_target(const std::string& target);
+
+// Targets accepted without a translator: symbolic-size arithmetic and export-time assertions.
+const std::set<std::string>& passthrough_targets();
 
 // Shape expressions from export metadata (sympy strings) -> IR.
 Expr sympy_to_expr(const std::string& expr_str);

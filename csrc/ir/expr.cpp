@@ -603,7 +603,7 @@ Expr binary(ExprOp op, Expr a, Expr b) {
   if (op == ExprOp::FloorDiv || op == ExprOp::Mod) {
     require(dtype != DType::Bool, expr_op_name(op), "operands must not be bool");
   }
-  if (op == ExprOp::Div || op == ExprOp::Pow) {
+  if (op == ExprOp::Div || op == ExprOp::Pow || op == ExprOp::Atan2 || op == ExprOp::Hypot || op == ExprOp::Fmod) {
     require(is_floating(dtype), expr_op_name(op),
             str_cat("operands must be floating point, got ", dtype_name(dtype)));
   }

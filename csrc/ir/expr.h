@@ -52,6 +52,20 @@ namespace luminal::ir {
   X(Not, 1, "not")                   \
   X(BitNot, 1, "bitnot")             \
   X(IsNan, 1, "isnan")               \
+  X(Tan, 1, "tan")                   \
+  X(Asin, 1, "asin")                 \
+  X(Acos, 1, "acos")                 \
+  X(Atan, 1, "atan")                 \
+  X(Sinh, 1, "sinh")                 \
+  X(Cosh, 1, "cosh")                 \
+  X(Asinh, 1, "asinh")               \
+  X(Acosh, 1, "acosh")               \
+  X(Atanh, 1, "atanh")               \
+  X(Expm1, 1, "expm1")               \
+  X(Log1p, 1, "log1p")               \
+  X(Log2, 1, "log2")                 \
+  X(Log10, 1, "log10")               \
+  X(Exp2, 1, "exp2")                 \
   /* binary arithmetic */            \
   X(Add, 2, "add")                   \
   X(Sub, 2, "sub")                   \
@@ -62,6 +76,9 @@ namespace luminal::ir {
   X(Max, 2, "max")                   \
   X(Min, 2, "min")                   \
   X(Pow, 2, "pow")                   \
+  X(Atan2, 2, "atan2")               \
+  X(Hypot, 2, "hypot")               \
+  X(Fmod, 2, "fmod")                 \
   X(BitAnd, 2, "bitand")             \
   X(BitOr, 2, "bitor")               \
   X(BitXor, 2, "bitxor")             \

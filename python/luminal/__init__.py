@@ -10,13 +10,18 @@ and runs it. Parameters are passed by pointer on every call; they are never copi
 from luminal import _cuda_libraries  # noqa: F401  (registers where NVRTC and cuBLASLt live)
 from luminal._C import LuminalError, clear_kernel_cache
 from luminal.backend import CompiledFunction, compile_count, luminal_backend, reset_compile_count
+from luminal.explain import Explanation, explain
+from luminal.fallback import LuminalFallbackWarning
 from luminal.pt2 import load
 
 __all__ = [
     "CompiledFunction",
+    "Explanation",
     "LuminalError",
+    "LuminalFallbackWarning",
     "clear_kernel_cache",
     "compile_count",
+    "explain",
     "load",
     "luminal_backend",
     "reset_compile_count",

@@ -20,9 +20,8 @@ from torch.export import Dim
 from luminal import _C, export_cache
 from luminal._C import LuminalError
 
-# megakernel (bool, default True): run graphs the row matcher accepts (DLRM and other row-local
-# graphs) as one CUDA kernel.
-_KNOWN_OPTIONS: frozenset[str] = frozenset({"megakernel"})
+# Options of luminal_backend (see its docstring).
+_KNOWN_OPTIONS: frozenset[str] = frozenset({"megakernel", "strict", "min_partition_size"})
 
 log = logging.getLogger("luminal")
 
@@ -107,19 +106,43 @@ def luminal_backend(
     example_inputs: Sequence[Any],
     options: dict[str, Any] | None = None,
     **kwargs: Any,
-) -> CompiledFunction:
-    """Dynamo backend entry point: ``torch.compile(model, backend=luminal_backend)``."""
+) -> Callable[..., Any]:
+    """Dynamo backend entry point: ``torch.compile(model, backend=luminal_backend)``.
+
+    Options: ``megakernel`` (bool, default True), ``strict`` (bool, default False: ops luminal does
+    not support run in eager, with one warning; True raises instead), ``min_partition_size`` (int,
+    default 1: smaller luminal partitions of a graph with unsupported ops run in eager too).
+    """
     global _compiles
     settings = {**(options or {}), **kwargs}
     unknown = sorted(set(settings) - _KNOWN_OPTIONS)
     if unknown:
         raise LuminalError(f"unknown luminal option(s) {unknown}; known options: {sorted(_KNOWN_OPTIONS)}")
-    exported = _export_through_cache(gm, example_inputs)
-    _dump_archive(exported)
     megakernel = bool(settings.get("megakernel", True))
-    graph = _C.compile(exported.archive, list(exported.input_roles), megakernel)
+    try:
+        compiled: Callable[..., Any] = compile_graph(gm, example_inputs, megakernel=megakernel)
+    except LuminalError as error:
+        if settings.get("strict", False):
+            raise
+        from luminal.fallback import compile_with_fallback  # noqa: PLC0415  (imports this module)
+
+        compiled = compile_with_fallback(
+            gm,
+            example_inputs,
+            error,
+            megakernel=megakernel,
+            min_partition_size=int(settings.get("min_partition_size", 1)),
+        )
     with _state_lock:
         _compiles += 1
+    return compiled
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], megakernel: bool = True) -> CompiledFunction:
+    """Compiles a whole graph with luminal; raises LuminalError when any part is unsupported."""
+    exported = _export_through_cache(gm, example_inputs)
+    _dump_archive(exported)
+    graph = _C.compile(exported.archive, list(exported.input_roles), megakernel)
     stats = graph.stats()
     if stats["megakernel"]:
         log.info("luminal: one megakernel per call on CUDA (%s)", stats["megakernel_reason"])
@@ -166,6 +189,21 @@ def _require_one_device(names: list[str], tensors: list[torch.Tensor]) -> None:
 # ------------------------------------------------------------------------------------------------
 def export_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> ExportedGraph:
     """Exports a Dynamo graph to an in-memory PT2 archive (no weights, no sample inputs inside)."""
+    exported, tensor_positions, roles = export_program(gm, example_inputs)
+    return ExportedGraph(
+        archive=_serialize(exported),
+        tensor_positions=tensor_positions,
+        input_roles=roles,
+        out_spec=output_spec(exported),
+    )
+
+
+def export_program(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> tuple[torch.export.ExportedProgram, tuple[int, ...], tuple[str, ...]]:
+    """torch.export of a Dynamo graph, decomposed to Core ATen. Every tensor argument becomes a user
+    input of the program (parameters included); returns the program, the positions of the tensor
+    arguments among the call's arguments and their roles."""
     gm = copy.deepcopy(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(example_inputs):
@@ -206,12 +244,7 @@ def export_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Exp
             prefer_deferred_runtime_asserts_over_guards=True,
         )
         exported = exported.run_decompositions()
-    return ExportedGraph(
-        archive=_serialize(exported),
-        tensor_positions=tuple(tensor_positions),
-        input_roles=tuple(roles),
-        out_spec=_output_spec(exported),
-    )
+    return exported, tuple(tensor_positions), tuple(roles)
 
 
 def _input_role(value: torch.Tensor) -> str:
@@ -283,7 +316,7 @@ def _serialize(exported: torch.export.ExportedProgram) -> bytes:
     return buffer.getvalue()
 
 
-def _output_spec(exported: torch.export.ExportedProgram) -> pytree.TreeSpec | None:
+def output_spec(exported: torch.export.ExportedProgram) -> pytree.TreeSpec | None:
     for entry in exported.module_call_graph:
         if entry.fqn == "" and entry.signature is not None:
             return entry.signature.out_spec

@@ -1,0 +1,56 @@
+"""softmax, log_softmax, logsumexp, layer norm, inference batch norm against eager, every float dtype."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers import FLOAT_DTYPES, check, non_contiguous, rand
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("dim", [0, -1, 1])
+def test_softmax_log_softmax(dtype: torch.dtype, dim: int, device: str) -> None:
+    x = rand(3, 6, 17, dtype=dtype, device=device, low=-8, high=8)
+    check(lambda t: (torch.softmax(t, dim), torch.log_softmax(t, dim)), x, tolerance_scale=4)
+
+
+def test_softmax_extremes(device: str) -> None:
+    x = torch.tensor([[1000.0, 0.0, -1000.0], [-float("inf"), 0.0, 1.0], [5.0, 5.0, 5.0]], device=device)
+    check(lambda t: (torch.softmax(t, -1), torch.log_softmax(t, -1)), x)
+
+
+def test_logsumexp_and_non_contiguous(device: str) -> None:
+    check(lambda t: (torch.logsumexp(t, 1), torch.softmax(t, 0)), non_contiguous(rand(9, 13, device=device)))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm(dtype: torch.dtype, affine: bool, device: str) -> None:
+    norm = torch.nn.LayerNorm(19, elementwise_affine=affine, eps=1e-5).to(device=device, dtype=dtype)
+    if affine:
+        with torch.no_grad():
+            norm.weight.copy_(rand(19, dtype=dtype, device=device))
+            norm.bias.copy_(rand(19, dtype=dtype, device=device))
+    x = rand(2, 5, 19, dtype=dtype, device=device)
+    with torch.no_grad():
+        check(norm, x, tolerance_scale=8)
+
+
+def test_layer_norm_over_two_dims_and_odd_sizes(device: str) -> None:
+    x = rand(3, 1, 7, 5, device=device)
+    weight, bias = rand(7, 5, device=device), rand(7, 5, device=device)
+    check(lambda t, w, b: torch.nn.functional.layer_norm(t, (7, 5), w, b, eps=1e-3), x, weight, bias, tolerance_scale=8)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16], ids=str)
+@pytest.mark.parametrize("shape", [(4, 3), (2, 3, 5), (2, 3, 4, 5)], ids=str)
+def test_batch_norm_inference(dtype: torch.dtype, shape: tuple[int, ...], device: str) -> None:
+    norm = {2: torch.nn.BatchNorm1d, 3: torch.nn.BatchNorm1d, 4: torch.nn.BatchNorm2d}[len(shape)](3)
+    norm = norm.to(device=device, dtype=dtype).eval()
+    with torch.no_grad():
+        norm.running_mean.copy_(rand(3, dtype=dtype, device=device))
+        norm.running_var.copy_(rand(3, dtype=dtype, device=device, low=0.5, high=2.0))
+        norm.weight.copy_(rand(3, dtype=dtype, device=device))
+        norm.bias.copy_(rand(3, dtype=dtype, device=device))
+        check(norm, rand(*shape, dtype=dtype, device=device), tolerance_scale=8)
