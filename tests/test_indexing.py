@@ -105,3 +105,107 @@ def test_embedding_out_of_range_raises(device: str) -> None:
     weight = rand(4, 2, device=device)
     compiled = torch.compile(lambda i: torch.nn.functional.embedding(i, weight), backend="luminal")
     assert_raises_when_run(compiled, torch.tensor([1, -1], device=device), match="out of bounds")
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=str)
+def test_gather(dim: int, index_dtype: torch.dtype, device: str) -> None:
+    x = rand(5, 6, 4, device=device)
+    shape = [3, 5, 2]
+    index = torch.randint(0, x.shape[dim], shape, dtype=index_dtype, device=device)
+    check(lambda t, i: torch.gather(t, dim, i), x, index)
+
+
+def test_gather_out_of_range_raises(device: str) -> None:
+    x = rand(4, 3, device=device)
+    index = torch.tensor([[0, 4, 1]], device=device)
+    compiled = torch.compile(lambda t, i: torch.gather(t, 0, i), backend="luminal")
+    assert_raises_when_run(compiled, x, index, match="out of bounds")
+
+
+def test_slice_and_select_scatter(device: str) -> None:
+    x = rand(6, 7, device=device)
+    check(lambda t, s: torch.slice_scatter(t, s, 1, 1, 7, 2), x, rand(6, 3, device=device))
+    check(lambda t, s: torch.slice_scatter(t, s, 0, -4, None), x, rand(4, 7, device=device))
+    check(lambda t, s: torch.select_scatter(t, s, 0, -2), x, rand(7, device=device))
+    check(lambda t, s: torch.select_scatter(t, s, 1, 3), x, rand(6, device=device))
+
+
+def _unique_scatter_index(shape, size: int, dim: int, dtype: torch.dtype, device: str) -> torch.Tensor:
+    """Indices along `dim` without duplicates (scatter with duplicates is unspecified in torch)."""
+    index = torch.empty(shape, dtype=torch.int64)
+    moved = index.movedim(dim, -1)
+    for position in torch.cartesian_prod(*[torch.arange(s) for s in moved.shape[:-1]]).reshape(-1, moved.dim() - 1):
+        moved[tuple(position.tolist())] = torch.randperm(size)[: moved.shape[-1]]
+    return index.to(dtype=dtype, device=device)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES, ids=str)
+def test_scatter_src_and_value(dim: int, index_dtype: torch.dtype, device: str) -> None:
+    x = rand(5, 6, 4, device=device)
+    shape = [3, 4, 2]
+    shape[dim] = min(shape[dim], x.shape[dim])
+    index = _unique_scatter_index(shape, x.shape[dim], dim, index_dtype, device)
+    src = rand(*shape, device=device)
+    check(lambda t, i, s: (torch.scatter(t, dim, i, s), torch.scatter(t, dim, i, -2.5)), x, index, src)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
+def test_scatter_reduce(reduce: str, include_self: bool, dtype: torch.dtype, device: str) -> None:
+    x = rand(6, 5, dtype=dtype, device=device, low=-4, high=4)
+    index = torch.randint(0, 6, (9, 4), device=device)  # duplicates: every reduction is defined for them
+    src = rand(9, 4, dtype=dtype, device=device, low=-4, high=4)
+    check(lambda t, i, s: torch.scatter_reduce(t, 0, i, s, reduce, include_self=include_self), x, index, src)
+
+
+def test_scatter_add_and_out_of_range(device: str) -> None:
+    x = rand(4, 7, device=device)
+    index = torch.randint(0, 7, (4, 12), device=device)
+    check(lambda t, i, s: t.scatter_add(1, i, s), x, index, rand(4, 12, device=device), tolerance_scale=4)
+    bad = torch.tensor([[0, 7]], device=device)
+    compiled = torch.compile(lambda t, i, s: t.scatter_add(1, i, s), backend="luminal")
+    assert_raises_when_run(compiled, x, bad, rand(1, 2, device=device), match="out of bounds")
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16], ids=str)
+def test_index_put_integer_rows(accumulate: bool, dtype: torch.dtype, device: str) -> None:
+    x = rand(7, 3, dtype=dtype, device=device)
+    rows = torch.randperm(7, device=device)[:4] if not accumulate else torch.randint(-7, 7, (9,), device=device)
+    values = rand(rows.shape[0], 3, dtype=dtype, device=device)
+
+    def fn(t: torch.Tensor, i: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return t.index_put((i,), v, accumulate=accumulate)
+
+    check(fn, x, rows, values, tolerance_scale=4)
+    check(lambda t, i: t.index_put((i,), torch.tensor(2.0, dtype=dtype, device=device), accumulate=accumulate), x, rows)
+
+
+def test_index_put_bool_mask_is_not_an_integer_index(device: str) -> None:
+    x = rand(5, 4, device=device)
+    mask = rand(5, dtype=torch.bool, device=device)
+    mask[0], mask[1] = True, False  # a mask read as integer indices would hit rows 1 and 0 instead
+
+    def assign(t: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        t = t.clone()
+        t[m] = -1.5
+        return t
+
+    check(assign, x, mask)
+    check(lambda t, m, v: t.index_put((m,), v), x, mask, rand(4, device=device))
+    check(lambda t, m: t.index_put((m,), torch.tensor(1.0, device=device), accumulate=True), x, mask)
+    full_mask = rand(5, 4, dtype=torch.bool, device=device)
+    check(lambda t, m: t.masked_fill(m, 3.0), x, full_mask)
+
+
+def test_index_put_unsupported_form_falls_back(device: str) -> None:
+    from luminal.fallback import LuminalFallbackWarning
+
+    x = rand(5, 4, device=device)
+    mask = rand(5, dtype=torch.bool, device=device)
+    values = rand(int(mask.sum()), 4, device=device)  # one row of values per selected row
+    with pytest.warns(LuminalFallbackWarning, match="index_put"):
+        check(lambda t, m, v: t.index_put((m,), v), x, mask, values)

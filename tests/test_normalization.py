@@ -54,3 +54,13 @@ def test_batch_norm_inference(dtype: torch.dtype, shape: tuple[int, ...], device
         norm.weight.copy_(rand(3, dtype=dtype, device=device))
         norm.bias.copy_(rand(3, dtype=dtype, device=device))
         check(norm, rand(*shape, dtype=dtype, device=device), tolerance_scale=8)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape,groups", [((2, 6, 5), 3), ((3, 4, 2, 3), 2), ((1, 4, 7), 4)], ids=str)
+def test_group_norm(dtype: torch.dtype, shape, groups: int, device: str) -> None:
+    norm = torch.nn.GroupNorm(groups, shape[1]).to(device=device, dtype=dtype)
+    with torch.no_grad():
+        norm.weight.copy_(rand(shape[1], dtype=dtype, device=device))
+        norm.bias.copy_(rand(shape[1], dtype=dtype, device=device))
+        check(norm, rand(*shape, dtype=dtype, device=device), tolerance_scale=8)

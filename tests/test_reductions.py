@@ -87,3 +87,17 @@ def test_var_std_correction(correction: int, device: str) -> None:
         tolerance_scale=8,
     )
     check(lambda t: torch.var_mean(t, 0), non_contiguous(x), tolerance_scale=8)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.float16], ids=str)
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_max_min_dim(dtype: torch.dtype, keepdim: bool, device: str) -> None:
+    x = rand(4, 7, 3, dtype=dtype, device=device, low=-4, high=4).round()  # ties
+    check(lambda t: (torch.max(t, 1, keepdim=keepdim), torch.min(t, -1, keepdim=keepdim)), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32, torch.bool], ids=str)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cumsum(dtype: torch.dtype, dim: int, device: str) -> None:
+    x = rand(5, 9, 3, dtype=dtype, device=device, low=-9, high=9)
+    check(lambda t: torch.cumsum(t, dim), x, tolerance_scale=4)

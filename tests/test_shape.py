@@ -121,3 +121,36 @@ def test_output_is_input_view(device: str) -> None:
     # Outputs that are views of inputs are returned as separate tensors with equal values.
     x = rand(3, 4, device=device)
     check(lambda t: (t.t(), t[1]), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.bfloat16], ids=str)
+def test_flip_repeat_diagonal(dtype: torch.dtype, device: str) -> None:
+    x = rand(3, 4, 5, dtype=dtype, device=device)
+    check(lambda t: (t.flip(0, 2), t.flip(-1), t.repeat(2, 1, 3), t.repeat(2, 1, 1, 2)), x)
+    check(lambda t: (t.diagonal(), t.diagonal(1, 1, 2), t.diagonal(-2, 0, 1), torch.diag_embed(t[0])), x)
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate"])
+@pytest.mark.parametrize("pad", [(1, 2), (2, 0, 1, 1), (0, 3, 2, 1)], ids=str)
+def test_pad_modes(mode: str, pad, device: str) -> None:
+    x = rand(2, 3, 5, 6, device=device) if len(pad) == 4 else rand(3, 5, 6, device=device)  # eager's rank rules
+    check(lambda t: torch.nn.functional.pad(t, pad, mode=mode), x)
+
+
+def test_constant_pad_value_negative_pads_and_integers(device: str) -> None:
+    check(lambda t: torch.nn.functional.pad(t, (2, -1, -1, 3), value=-7), rand(4, 6, dtype=torch.int32, device=device))
+    check(lambda t: torch.nn.functional.pad(t, (1, 1), value=2.5), non_contiguous(rand(3, 5, device=device)))
+
+
+def test_split_chunk_unbind(device: str) -> None:
+    x = rand(7, 6, device=device)
+    check(lambda t: (t.split([2, 4, 1]), t.split(3, dim=1), t.chunk(3), t.unbind(1)), x)
+
+
+def test_fill_and_copy(device: str) -> None:
+    def fn(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a = torch.zeros_like(x).fill_(3.5)
+        b = torch.empty(4, 5, dtype=torch.int64, device=x.device).copy_(y)  # broadcast and cast
+        return a * x, b
+
+    check(fn, rand(4, 5, device=device), rand(5, device=device, low=-9, high=9))

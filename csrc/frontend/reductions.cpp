@@ -87,6 +87,14 @@ Expr reduced_count(Builder& b, NodeId x, const std::vector<int64_t>& dims) {
 
 DType compute_type(DType out) { return out == DType::F64 ? DType::F64 : DType::F32; }
 
+// Broadcasts a per-channel vector [C] against an input of `rank` with channels at dim 1.
+NodeId per_channel(Builder& b, NodeId v, size_t rank) {
+  Shape shape = b.shape(v);
+  for (size_t d = 2; d < rank; ++d) shape.push_back(ir::int_const(1));
+  return b.reshape(v, shape);
+}
+
+
 void translate_prod(Context& ctx, const pt2::Node& node) {
   Builder& b = ctx.builder();
   const NodeId x = ctx.tensor(node, "self");
@@ -178,8 +186,25 @@ void translate_softmax(Context& ctx, const pt2::Node& node, bool log) {
   }));
 }
 
-// argmax/argmin: the first index holding the extreme value (NaN counts as the maximum and the
-// minimum, as in torch). dim=None flattens.
+// The index of the first extreme value along d (NaN counts as the maximum and the minimum, as in
+// torch), given the keepdim extreme.
+NodeId first_index_of(Builder& b, NodeId x, NodeId extreme, int64_t d, bool keepdim) {
+  const size_t rank = b.rank(x);
+  const DType in = b.dtype(x);
+  std::vector<Expr> at = Builder::loop_vars(rank), at_extreme = at;
+  at_extreme[d] = ir::int_const(0);
+  const Expr value = ir::load(0, in, at), best = ir::load(1, in, at_extreme);
+  Expr match = ir::binary(ir::ExprOp::Eq, value, best);
+  if (is_floating(in)) {
+    match = ir::binary(ir::ExprOp::Or, match,
+                       ir::logical_and(ir::unary(ir::ExprOp::IsNan, best), ir::unary(ir::ExprOp::IsNan, value)));
+  }
+  const Expr candidate = ir::where(match, at[d], ir::int_const(std::numeric_limits<int64_t>::max()));
+  const NodeId candidates = b.pointwise(DType::I64, b.shape(x), {x, extreme}, candidate);
+  return b.reduce_dims(candidates, {d}, keepdim, ir::ReduceOp::Min, DType::I64);
+}
+
+// argmax/argmin; dim=None flattens.
 void translate_arg_extreme(Context& ctx, const pt2::Node& node, bool is_max) {
   Builder& b = ctx.builder();
   NodeId x = ctx.tensor(node, "self");
@@ -191,28 +216,85 @@ void translate_arg_extreme(Context& ctx, const pt2::Node& node, bool is_max) {
   LUMINAL_CHECK(rank > 0, "argmax/argmin of a 0-d tensor");
   const int64_t d = b.normalize_dim(flatten ? 0 : ctx.int_arg(node, "dim"), rank);
   LUMINAL_CHECK(!b.shape(x)[d]->is_int_const(0), "argmax/argmin of an empty dimension");
-  const DType in = b.dtype(x);
-  const NodeId extreme = b.reduce_dims(x, {d}, true, is_max ? ir::ReduceOp::Max : ir::ReduceOp::Min, in);
-  std::vector<Expr> at = Builder::loop_vars(rank), at_extreme = at;
-  at_extreme[d] = ir::int_const(0);
-  const Expr value = ir::load(0, in, at), best = ir::load(1, in, at_extreme);
-  Expr match = ir::binary(ir::ExprOp::Eq, value, best);
-  if (is_floating(in)) {
-    match = ir::binary(ir::ExprOp::Or, match,
-                       ir::logical_and(ir::unary(ir::ExprOp::IsNan, best), ir::unary(ir::ExprOp::IsNan, value)));
-  }
-  const Expr candidate = ir::where(match, at[d], ir::int_const(std::numeric_limits<int64_t>::max()));
-  const NodeId candidates = b.pointwise(DType::I64, b.shape(x), {x, extreme}, candidate);
-  NodeId result = b.reduce_dims(candidates, {d}, keepdim && !flatten, ir::ReduceOp::Min, DType::I64);
+  const NodeId extreme = b.reduce_dims(x, {d}, true, is_max ? ir::ReduceOp::Max : ir::ReduceOp::Min, b.dtype(x));
+  NodeId result = first_index_of(b, x, extreme, d, keepdim && !flatten);
   if (flatten) result = b.reshape(result, ctx.out_shape(node));
   ctx.set_output(node, result);
 }
 
-// Broadcasts a per-channel vector [C] against an input of `rank` with channels at dim 1.
-NodeId per_channel(Builder& b, NodeId v, size_t rank) {
-  Shape shape = b.shape(v);
-  for (size_t d = 2; d < rank; ++d) shape.push_back(ir::int_const(1));
-  return b.reshape(v, shape);
+// max.dim / min.dim -> (values, indices)
+void translate_extreme_with_index(Context& ctx, const pt2::Node& node, bool is_max) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "self");
+  const bool keepdim = ctx.bool_arg(node, "keepdim", false);
+  const size_t rank = std::max<size_t>(b.rank(x), 1);
+  LUMINAL_CHECK(b.rank(x) > 0, "max/min along a dim of a 0-d tensor");
+  const int64_t d = b.normalize_dim(ctx.int_arg(node, "dim"), rank);
+  LUMINAL_CHECK(!b.shape(x)[d]->is_int_const(0), "max/min of an empty dimension");
+  const ir::ReduceOp op = is_max ? ir::ReduceOp::Max : ir::ReduceOp::Min;
+  const NodeId extreme = b.reduce_dims(x, {d}, true, op, b.dtype(x));
+  ctx.set_output(node, 0, keepdim ? extreme : b.reduce_dims(x, {d}, false, op, b.dtype(x)));
+  ctx.set_output(node, 1, first_index_of(b, x, extreme, d, keepdim));
+}
+
+// cumsum(self, dim, dtype): out[.., i, ..] sums x[.., 0..i, ..] (a reduction whose extent grows
+// with i; quadratic in the scanned dimension).
+void translate_cumsum(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "self");
+  const DType out = ctx.out_dtype(node);
+  const Shape shape = b.shape(x);
+  if (shape.empty()) {
+    ctx.set_output(node, b.cast(x, out));
+    return;
+  }
+  const int64_t d = b.normalize_dim(ctx.int_arg(node, "dim"), shape.size());
+  std::vector<Expr> at = Builder::loop_vars(shape.size());
+  at[d] = ir::reduce_var(0);
+  const Expr body = ir::cast(ir::load(0, b.dtype(x), at), out);
+  const Expr extent = ir::add(ir::loop_var(static_cast<int>(d)), ir::int_const(1));
+  ctx.set_output(node, b.reduce(out, shape, {x}, body, ir::ReduceOp::Sum, {extent}));
+}
+
+// native_group_norm(input, weight, bias, N, C, HxW, group, eps) -> (out, mean [N, G], rstd [N, G])
+void translate_group_norm(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "input");
+  const Shape shape = b.shape(x);
+  LUMINAL_CHECK(shape.size() >= 2, "group_norm needs an input of rank >= 2");
+  const int64_t groups = ctx.int_arg(node, "group");
+  const DType out = ctx.out_dtype(node, 0);
+  LUMINAL_CHECK(is_floating(out), "group_norm needs a floating dtype, got ", dtype_name(out));
+  const DType compute = compute_type(out);
+  const double eps = ctx.float_arg(node, "eps");
+  Expr per_group = ir::floordiv(shape[1], ir::int_const(groups));
+  for (size_t d = 2; d < shape.size(); ++d) per_group = ir::mul(per_group, shape[d]);
+  const NodeId grouped = b.reshape(b.cast(x, compute), {shape[0], ir::int_const(groups), per_group});
+  const NodeId mean = keepdim_mean(b, grouped, {2}, compute);
+  const NodeId total = squared_deviations(b, grouped, mean, {2}, true, compute);
+  const NodeId rstd = b.elementwise({Operand::of(total)}, compute, compute, [&](const std::vector<Expr>& v) {
+    const Expr var = ir::binary(ir::ExprOp::Div, v[0], ir::cast(per_group, compute));
+    return ir::unary(ir::ExprOp::Rsqrt, ir::add(var, ir::scalar_const(eps, compute)));
+  });
+  const NodeId normalized = b.elementwise({Operand::of(grouped), Operand::of(mean), Operand::of(rstd)}, compute, compute,
+                                          [](const std::vector<Expr>& v) {
+                                            return ir::mul(ir::binary(ir::ExprOp::Sub, v[0], v[1]), v[2]);
+                                          });
+  std::vector<Operand> operands{Operand::of(b.reshape(normalized, shape))};
+  const std::optional<NodeId> weight = ctx.optional_tensor(node, "weight");
+  const std::optional<NodeId> bias = ctx.optional_tensor(node, "bias");
+  if (weight) operands.push_back(Operand::of(per_channel(b, *weight, shape.size())));
+  if (bias) operands.push_back(Operand::of(per_channel(b, *bias, shape.size())));
+  ctx.set_output(node, 0, b.elementwise(operands, compute, out, [&](const std::vector<Expr>& v) {
+    Expr y = v[0];
+    size_t next = 1;
+    if (weight) y = ir::mul(y, v[next++]);
+    if (bias) y = ir::add(y, v[next]);
+    return y;
+  }));
+  const Shape stats_shape{shape[0], ir::int_const(groups)};
+  ctx.set_output(node, 1, b.cast(b.reshape(mean, stats_shape), ctx.out_dtype(node, 1)));
+  ctx.set_output(node, 2, b.cast(b.reshape(rstd, stats_shape), ctx.out_dtype(node, 2)));
 }
 
 // native_layer_norm(input, normalized_shape, weight, bias, eps) -> (out, mean, rstd)
@@ -302,6 +384,10 @@ void register_reduction_ops(Registry& registry) {
   registry.add(aten + "argmax.default", [](Context& ctx, const pt2::Node& node) { translate_arg_extreme(ctx, node, true); });
   registry.add(aten + "argmin.default", [](Context& ctx, const pt2::Node& node) { translate_arg_extreme(ctx, node, false); });
   registry.add(aten + "native_layer_norm.default", translate_layer_norm);
+  registry.add(aten + "native_group_norm.default", translate_group_norm);
+  registry.add(aten + "cumsum.default", translate_cumsum);
+  registry.add(aten + "max.dim", [](Context& ctx, const pt2::Node& node) { translate_extreme_with_index(ctx, node, true); });
+  registry.add(aten + "min.dim", [](Context& ctx, const pt2::Node& node) { translate_extreme_with_index(ctx, node, false); });
   registry.add(aten + "_native_batch_norm_legit_no_training.default", translate_batch_norm_inference);
 }
 

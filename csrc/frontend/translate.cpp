@@ -135,6 +135,7 @@ const Registry& Registry::instance() {
     register_embedding_ops(r);
     register_constructor_ops(r);
     register_reduction_ops(r);
+    register_window_ops(r);
     return r;
   }();
   return registry;

@@ -110,5 +110,6 @@ void register_index_ops(Registry& registry);
 void register_embedding_ops(Registry& registry);
 void register_constructor_ops(Registry& registry);
 void register_reduction_ops(Registry& registry);
+void register_window_ops(Registry& registry);
 
 }  // namespace luminal::frontend

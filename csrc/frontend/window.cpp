@@ -1,0 +1,307 @@
+// Sliding-window ops: convolution, pooling, nearest upsampling. Each output element reduces over
+// its window with masked loads (positions in the padding read nothing), so the executors and the
+// CUDA codegen need no special support.
+#include <limits>
+
+#include "common/error.h"
+#include "frontend/translate.h"
+
+namespace luminal::frontend {
+
+namespace {
+
+using ir::ExprOp;
+
+DType accumulate_type(DType out) { return out == DType::F64 ? DType::F64 : DType::F32; }
+
+// A per-spatial-dim parameter list: one value repeated, or one per dim (empty -> fallback).
+std::vector<int64_t> per_dim(std::vector<int64_t> values, size_t dims, int64_t fallback, const char* what) {
+  if (values.empty()) values = {fallback};
+  if (values.size() == 1) values.assign(dims, values[0]);
+  LUMINAL_CHECK(values.size() == dims, what, " has ", values.size(), " values for ", dims, " spatial dims");
+  return values;
+}
+
+Expr in_range(const Expr& position, const Expr& size) {
+  return ir::logical_and(ir::binary(ExprOp::Ge, position, ir::int_const(0)), ir::binary(ExprOp::Lt, position, size));
+}
+
+// Output length of a window of `kernel` (dilated) sliding with `stride` over `size` + 2 * `pad`.
+Expr window_count(const Expr& size, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation, bool ceil_mode) {
+  const int64_t span = dilation * (kernel - 1) + 1;
+  const Expr room = ir::sub(ir::add(size, ir::int_const(2 * pad)), ir::int_const(span));
+  if (!ceil_mode) return ir::add(ir::floordiv(room, ir::int_const(stride)), ir::int_const(1));
+  // ceil_mode: one more window when it starts inside the input or left padding.
+  Expr count = ir::add(ir::floordiv(ir::add(room, ir::int_const(stride - 1)), ir::int_const(stride)), ir::int_const(1));
+  const Expr last_start = ir::mul(ir::sub(count, ir::int_const(1)), ir::int_const(stride));
+  return ir::where(ir::binary(ExprOp::Ge, last_start, ir::add(size, ir::int_const(pad))), ir::sub(count, ir::int_const(1)),
+                   count);
+}
+
+// convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+void translate_convolution(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "input");
+  const NodeId w = ctx.tensor(node, "weight");
+  LUMINAL_CHECK(!ctx.bool_arg(node, "transposed", false), "transposed convolution is not supported yet");
+  const Shape xs = b.shape(x), ws = b.shape(w);
+  LUMINAL_CHECK(xs.size() >= 3 && xs.size() == ws.size(), "convolution of input rank ", xs.size(), " with weight rank ",
+                ws.size(), " (batched 1d/2d/3d inputs are supported)");
+  const size_t spatial = xs.size() - 2;
+  const std::vector<int64_t> stride = per_dim(ctx.ints_arg(node, "stride", std::vector<int64_t>{}), spatial, 1, "stride");
+  const std::vector<int64_t> padding = per_dim(ctx.ints_arg(node, "padding", std::vector<int64_t>{}), spatial, 0, "padding");
+  const std::vector<int64_t> dilation = per_dim(ctx.ints_arg(node, "dilation", std::vector<int64_t>{}), spatial, 1, "dilation");
+  const int64_t groups = ctx.int_arg(node, "groups", 1);
+  const DType out = ctx.out_dtype(node);
+  LUMINAL_CHECK(is_floating(out), "convolution needs floating-point tensors, got ", dtype_name(out));
+  const DType acc = accumulate_type(out);
+  const Expr in_per_group = ws[1];
+  const Expr out_per_group = ir::floordiv(ws[0], ir::int_const(groups));
+
+  Shape out_shape{xs[0], ws[0]};
+  std::vector<Expr> extents{in_per_group};
+  for (size_t k = 0; k < spatial; ++k) {
+    const auto kernel = ir::as_int_const(ws[2 + k]);
+    LUMINAL_CHECK(kernel.has_value(), "convolution kernel sizes must be static");
+    out_shape.push_back(window_count(xs[2 + k], *kernel, stride[k], padding[k], dilation[k], false));
+    extents.push_back(ws[2 + k]);
+  }
+  // out[n, co, o...] = sum over (ci, r...) of x[n, g * Cg + ci, o * s + r * d - p] * w[co, ci, r...]
+  const Expr group = ir::floordiv(ir::loop_var(1), out_per_group);
+  std::vector<Expr> x_at{ir::loop_var(0), ir::add(ir::mul(group, in_per_group), ir::reduce_var(0))};
+  std::vector<Expr> w_at{ir::loop_var(1), ir::reduce_var(0)};
+  Expr inside = ir::bool_const(true);
+  for (size_t k = 0; k < spatial; ++k) {
+    const Expr r = ir::reduce_var(static_cast<int>(1 + k));
+    const Expr position = ir::sub(ir::add(ir::mul(ir::loop_var(static_cast<int>(2 + k)), ir::int_const(stride[k])),
+                                          ir::mul(r, ir::int_const(dilation[k]))),
+                                  ir::int_const(padding[k]));
+    inside = ir::logical_and(inside, in_range(position, xs[2 + k]));
+    x_at.push_back(position);
+    w_at.push_back(r);
+  }
+  const Expr product = ir::mul(ir::cast(ir::load(0, b.dtype(x), x_at, inside), acc), ir::cast(ir::load(1, b.dtype(w), w_at), acc));
+  NodeId result = b.reduce(acc, out_shape, {x, w}, product, ir::ReduceOp::Sum, extents);
+  std::vector<Operand> operands{Operand::of(result)};
+  const std::optional<NodeId> bias = ctx.optional_tensor(node, "bias");
+  if (bias) {
+    Shape bias_shape = b.shape(*bias);
+    for (size_t k = 0; k < spatial; ++k) bias_shape.push_back(ir::int_const(1));
+    operands.push_back(Operand::of(b.reshape(*bias, bias_shape)));
+  }
+  ctx.set_output(node, b.elementwise(operands, acc, out, [&](const std::vector<Expr>& v) {
+    return bias ? ir::add(v[0], v[1]) : v[0];
+  }));
+}
+
+struct Window {
+  size_t spatial = 0, lead = 0;  // pooled dims (the last `spatial`) and the dims before them
+  std::vector<int64_t> kernel, stride, padding, dilation;
+};
+
+Window pooling_window(Context& ctx, const pt2::Node& node, size_t rank, size_t spatial) {
+  Window win;
+  win.spatial = spatial;
+  LUMINAL_CHECK(rank == spatial + 1 || rank == spatial + 2, "pooling over ", spatial, " dims of a rank-", rank, " tensor");
+  win.lead = rank - spatial;
+  win.kernel = per_dim(ctx.ints_arg(node, "kernel_size"), spatial, 1, "kernel_size");
+  win.stride = per_dim(ctx.ints_arg(node, "stride", std::vector<int64_t>{}), spatial, 0, "stride");
+  for (size_t k = 0; k < spatial; ++k) {
+    if (win.stride[k] == 0) win.stride[k] = win.kernel[k];  // torch: empty stride = kernel_size
+  }
+  win.padding = per_dim(ctx.ints_arg(node, "padding", std::vector<int64_t>{}), spatial, 0, "padding");
+  win.dilation = ctx.find_arg(node, "dilation") ? per_dim(ctx.ints_arg(node, "dilation"), spatial, 1, "dilation")
+                                                 : std::vector<int64_t>(spatial, 1);
+  return win;
+}
+
+// Positions of the window element (reduce vars) for the current output element, and whether it
+// lies inside the input.
+struct WindowIndex {
+  std::vector<Expr> at;
+  Expr inside = ir::bool_const(true);
+  Expr flat;  // position within the pooled plane, row-major (max_pool's indices)
+};
+
+WindowIndex window_index(const Window& win, const Shape& in) {
+  WindowIndex w;
+  w.at = Builder::loop_vars(win.lead);
+  w.flat = ir::int_const(0);
+  for (size_t k = 0; k < win.spatial; ++k) {
+    const Expr position = ir::sub(ir::add(ir::mul(ir::loop_var(static_cast<int>(win.lead + k)), ir::int_const(win.stride[k])),
+                                          ir::mul(ir::reduce_var(static_cast<int>(k)), ir::int_const(win.dilation[k]))),
+                                  ir::int_const(win.padding[k]));
+    w.inside = ir::logical_and(w.inside, in_range(position, in[win.lead + k]));
+    w.at.push_back(position);
+    w.flat = ir::add(ir::mul(w.flat, in[win.lead + k]), position);
+  }
+  return w;
+}
+
+Shape pooled_shape(const Window& win, const Shape& in, bool ceil_mode) {
+  Shape out(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(win.lead));
+  for (size_t k = 0; k < win.spatial; ++k) {
+    LUMINAL_CHECK(win.padding[k] * 2 <= win.kernel[k], "pooling padding must be at most half the kernel size");
+    out.push_back(window_count(in[win.lead + k], win.kernel[k], win.stride[k], win.padding[k], win.dilation[k], ceil_mode));
+  }
+  return out;
+}
+
+std::vector<Expr> kernel_extents(const Window& win) {
+  std::vector<Expr> extents;
+  for (int64_t k : win.kernel) extents.push_back(ir::int_const(k));
+  return extents;
+}
+
+// avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+void translate_avg_pool(Context& ctx, const pt2::Node& node, size_t spatial) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "self");
+  const Shape in = b.shape(x);
+  const Window win = pooling_window(ctx, node, in.size(), spatial);
+  LUMINAL_CHECK(!ctx.bool_arg(node, "ceil_mode", false), "avg_pool with ceil_mode=True is not supported yet");
+  const bool include_pad = ctx.bool_arg(node, "count_include_pad", true);
+  const pt2::Argument* divisor_arg = ctx.find_arg(node, "divisor_override");
+  const bool has_divisor = divisor_arg && !divisor_arg->is_none();
+  const DType out = ctx.out_dtype(node);
+  const DType acc = accumulate_type(out);
+  const WindowIndex w = window_index(win, in);
+  const Shape out_shape = pooled_shape(win, in, false);
+  const NodeId total = b.reduce(acc, out_shape, {x}, ir::cast(ir::load(0, b.dtype(x), w.at, w.inside), acc),
+                                ir::ReduceOp::Sum, kernel_extents(win));
+  Expr divisor;
+  if (has_divisor) {
+    divisor = ir::scalar_const(static_cast<double>(ctx.int_arg(node, "divisor_override")), acc);
+  } else if (include_pad) {
+    int64_t count = 1;
+    for (int64_t k : win.kernel) count *= k;
+    divisor = ir::scalar_const(static_cast<double>(count), acc);
+  }
+  NodeId counts = total;
+  if (!divisor) {  // the number of window elements inside the input
+    counts = b.reduce(acc, out_shape, {x}, ir::cast(w.inside, acc), ir::ReduceOp::Sum, kernel_extents(win));
+  }
+  ctx.set_output(node, b.elementwise({Operand::of(total), Operand::of(counts)}, acc, out, [&](const std::vector<Expr>& v) {
+    return ir::binary(ExprOp::Div, v[0], divisor ? divisor : v[1]);
+  }));
+}
+
+// The identity of max for `dtype`: -inf, or the integer type's minimum.
+Expr lowest_value(DType dtype) {
+  switch (dtype) {
+    case DType::I8: return ir::scalar_const(-128, dtype);
+    case DType::I16: return ir::scalar_const(-32768, dtype);
+    case DType::I32: return ir::scalar_const(static_cast<double>(std::numeric_limits<int32_t>::min()), dtype);
+    case DType::I64: return ir::int_const(std::numeric_limits<int64_t>::min());
+    case DType::U8:
+    case DType::Bool: return ir::scalar_const(0, dtype);
+    default: return ir::scalar_const(-std::numeric_limits<double>::infinity(), dtype);
+  }
+}
+
+// max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode) -> (values, indices)
+void translate_max_pool(Context& ctx, const pt2::Node& node, size_t spatial) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "self");
+  const Shape in = b.shape(x);
+  const Window win = pooling_window(ctx, node, in.size(), spatial);
+  const bool ceil_mode = ctx.bool_arg(node, "ceil_mode", false);
+  const DType dtype = b.dtype(x);
+  const WindowIndex w = window_index(win, in);
+  const Shape out_shape = pooled_shape(win, in, ceil_mode);
+  const Expr lowest = lowest_value(dtype);
+  const Expr value = ir::where(w.inside, ir::load(0, dtype, w.at, w.inside), lowest);
+  const NodeId values = b.reduce(dtype, out_shape, {x}, value, ir::ReduceOp::Max, kernel_extents(win));
+  ctx.set_output(node, 0, values);
+  // The first window position holding the maximum (positions scanned row-major).
+  std::vector<Expr> out_at = Builder::loop_vars(out_shape.size());
+  const Expr best = ir::load(1, dtype, out_at);
+  Expr match = ir::logical_and(w.inside, ir::binary(ExprOp::Eq, value, best));
+  if (is_floating(dtype)) {
+    match = ir::logical_and(w.inside, ir::binary(ExprOp::Or, ir::binary(ExprOp::Eq, value, best),
+                                                 ir::logical_and(ir::unary(ExprOp::IsNan, best), ir::unary(ExprOp::IsNan, value))));
+  }
+  const Expr candidate = ir::where(match, w.flat, ir::int_const(std::numeric_limits<int64_t>::max()));
+  ctx.set_output(node, 1, b.reduce(DType::I64, out_shape, {x, values}, candidate, ir::ReduceOp::Min, kernel_extents(win)));
+}
+
+// _adaptive_avg_pool2d(self, output_size): window o covers [floor(o * in / out), ceil((o + 1) * in / out)).
+// Windows differ in size, and a ragged reduction has one dimension: one reduction per pooled dim.
+void translate_adaptive_avg_pool(Context& ctx, const pt2::Node& node, size_t spatial) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "self");
+  const Shape in = b.shape(x);
+  LUMINAL_CHECK(in.size() == spatial + 1 || in.size() == spatial + 2, "adaptive pooling of a rank-", in.size(), " tensor");
+  const size_t lead = in.size() - spatial;
+  const std::vector<Expr> sizes = ctx.symints_arg(node, "output_size");
+  LUMINAL_CHECK(sizes.size() == spatial, "adaptive pooling output_size needs ", spatial, " values");
+  const DType out = ctx.out_dtype(node);
+  const DType acc = accumulate_type(out);
+  NodeId current = b.cast(x, acc);
+  Expr count = ir::int_const(1);
+  for (size_t k = 0; k < spatial; ++k) {
+    const size_t d = lead + k;
+    const Expr o = ir::loop_var(static_cast<int>(d));
+    const Expr n = in[d], m = sizes[k];
+    const Expr start = ir::floordiv(ir::mul(o, n), m);
+    const Expr end = ir::floordiv(ir::add(ir::mul(ir::add(o, ir::int_const(1)), n), ir::sub(m, ir::int_const(1))), m);
+    Shape shape = b.shape(current);
+    shape[d] = m;
+    std::vector<Expr> at = Builder::loop_vars(shape.size());
+    at[d] = ir::add(start, ir::reduce_var(0));
+    current = b.reduce(acc, shape, {current}, ir::load(0, acc, at), ir::ReduceOp::Sum, {ir::sub(end, start)});
+    count = ir::mul(count, ir::sub(end, start));
+  }
+  const Shape out_shape = b.shape(current);
+  ctx.set_output(node, b.pointwise(out, out_shape, {current},
+                                   ir::cast(ir::binary(ExprOp::Div, ir::load(0, acc, Builder::loop_vars(out_shape.size())),
+                                                       ir::cast(count, acc)),
+                                            out)));
+}
+
+// upsample_nearest{1,2,3}d.vec(input, output_size, scale_factors): source index
+// min(floor(o * scale), in - 1) in float32, scale = 1 / factor when given, else in / out (as torch).
+void translate_upsample_nearest(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "input");
+  const Shape in = b.shape(x);
+  const Shape out_shape = ctx.out_shape(node);
+  LUMINAL_CHECK(out_shape.size() == in.size() && in.size() >= 3, "upsample_nearest of a rank-", in.size(), " tensor");
+  const size_t spatial = in.size() - 2;
+  std::vector<double> factors;
+  if (const pt2::Argument* f = ctx.find_arg(node, "scale_factors"); f && !f->is_none()) factors = f->as_floats();
+  std::vector<Expr> at = Builder::loop_vars(2);
+  for (size_t k = 0; k < spatial; ++k) {
+    const Expr o = ir::cast(ir::loop_var(static_cast<int>(2 + k)), DType::F32);
+    Expr scale;
+    if (k < factors.size() && factors[k] > 0) {
+      scale = ir::scalar_const(static_cast<float>(1.0 / factors[k]), DType::F32);
+    } else {
+      scale = ir::binary(ExprOp::Div, ir::cast(in[2 + k], DType::F32), ir::cast(out_shape[2 + k], DType::F32));
+    }
+    const Expr source = ir::cast(ir::unary(ExprOp::Floor, ir::mul(o, scale)), DType::I64);
+    at.push_back(ir::min(source, ir::sub(in[2 + k], ir::int_const(1))));
+  }
+  ctx.set_output(node, b.pointwise(b.dtype(x), out_shape, {x}, ir::load(0, b.dtype(x), at)));
+}
+
+}  // namespace
+
+void register_window_ops(Registry& registry) {
+  const std::string aten = "torch.ops.aten.";
+  registry.add(aten + "convolution.default", translate_convolution);
+  registry.add(aten + "avg_pool2d.default", [](Context& c, const pt2::Node& n) { translate_avg_pool(c, n, 2); });
+  registry.add(aten + "avg_pool1d.default", [](Context& c, const pt2::Node& n) { translate_avg_pool(c, n, 1); });
+  registry.add(aten + "avg_pool3d.default", [](Context& c, const pt2::Node& n) { translate_avg_pool(c, n, 3); });
+  registry.add(aten + "max_pool2d_with_indices.default", [](Context& c, const pt2::Node& n) { translate_max_pool(c, n, 2); });
+  registry.add(aten + "max_pool3d_with_indices.default", [](Context& c, const pt2::Node& n) { translate_max_pool(c, n, 3); });
+  registry.add(aten + "_adaptive_avg_pool2d.default",
+               [](Context& c, const pt2::Node& n) { translate_adaptive_avg_pool(c, n, 2); });
+  registry.add(aten + "_adaptive_avg_pool3d.default",
+               [](Context& c, const pt2::Node& n) { translate_adaptive_avg_pool(c, n, 3); });
+  for (const char* overload : {"upsample_nearest1d.vec", "upsample_nearest2d.vec", "upsample_nearest3d.vec"}) {
+    registry.add(aten + overload, translate_upsample_nearest);
+  }
+}
+
+}  // namespace luminal::frontend

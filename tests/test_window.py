@@ -1,0 +1,99 @@
+"""Convolution, pooling and nearest upsampling against eager: strides, padding, dilation, groups,
+odd sizes, every float dtype conv claims."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from helpers import check, non_contiguous, rand
+
+CONV2D = [
+    dict(stride=1, padding=0, dilation=1, groups=1),
+    dict(stride=2, padding=1, dilation=1, groups=1),
+    dict(stride=1, padding=2, dilation=2, groups=1),
+    dict(stride=(2, 1), padding=(1, 0), dilation=1, groups=2),
+    dict(stride=1, padding=1, dilation=1, groups=4),
+]
+
+
+@pytest.mark.parametrize("params", CONV2D, ids=str)
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv2d(params, bias: bool, device: str) -> None:
+    conv = torch.nn.Conv2d(4, 8, (3, 2), bias=bias, **params).to(device)
+    with torch.no_grad():
+        check(conv, rand(2, 4, 9, 7, device=device), tolerance_scale=8)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16], ids=str)
+def test_conv_dtypes(dtype: torch.dtype, device: str) -> None:
+    if device == "cpu" and dtype == torch.float16:
+        pytest.skip("eager has no CPU float16 convolution to compare with")
+    conv = torch.nn.Conv1d(3, 5, 3, padding=1).to(device=device, dtype=dtype)
+    with torch.no_grad():
+        check(conv, rand(2, 3, 11, dtype=dtype, device=device), tolerance_scale=8)
+
+
+def test_conv1d_strided_dilated_and_non_contiguous(device: str) -> None:
+    conv = torch.nn.Conv1d(6, 4, 5, stride=2, padding=3, dilation=2, groups=2).to(device)
+    with torch.no_grad():
+        check(conv, non_contiguous(rand(3, 6, 17, device=device)), tolerance_scale=8)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=(3, 2), stride=(1, 2))],
+    ids=str,
+)
+def test_pooling(kwargs, device: str) -> None:
+    x = rand(2, 3, 9, 8, device=device)
+    check(lambda t: torch.nn.functional.max_pool2d(t, **kwargs), x)
+    check(lambda t: torch.nn.functional.avg_pool2d(t, **kwargs), x, tolerance_scale=4)
+    if kwargs.get("padding"):
+        check(lambda t: torch.nn.functional.avg_pool2d(t, **kwargs, count_include_pad=False), x, tolerance_scale=4)
+
+
+def test_max_pool_indices_dilation_ceil_mode(device: str) -> None:
+    x = rand(1, 2, 10, 11, device=device, low=-2, high=2).round()  # ties: the first maximum wins
+    check(lambda t: torch.nn.functional.max_pool2d(t, 3, 2, 1, dilation=2, return_indices=True), x)
+    check(lambda t: torch.nn.functional.max_pool2d(t, 3, 2, ceil_mode=True, return_indices=True), x)
+
+
+@pytest.mark.parametrize("size", [(1, 1), (3, 2), (4, 5)], ids=str)
+def test_adaptive_avg_pool(size, device: str) -> None:
+    x = rand(2, 3, 7, 9, device=device)
+    check(lambda t: torch.nn.functional.adaptive_avg_pool2d(t, size), x, tolerance_scale=4)
+
+
+def test_upsample_nearest(device: str) -> None:
+    x = rand(1, 2, 5, 3, device=device)
+    check(lambda t: torch.nn.functional.interpolate(t, scale_factor=2, mode="nearest"), x)
+    check(lambda t: torch.nn.functional.interpolate(t, size=(7, 8), mode="nearest"), x)
+    check(lambda t: torch.nn.functional.interpolate(t, scale_factor=(1.5, 2.5), mode="nearest"), x)
+
+
+class SmallConvNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3, padding=1),
+            torch.nn.BatchNorm2d(8),
+            torch.nn.ReLU(),
+            torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=2),
+            torch.nn.GroupNorm(4, 16),
+            torch.nn.SiLU(),
+            torch.nn.AdaptiveAvgPool2d(1),
+        )
+        self.head = torch.nn.Linear(16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.head(self.features(x).flatten(1)), -1)
+
+
+def test_small_conv_net(device: str) -> None:
+    model = SmallConvNet().to(device).eval()
+    with torch.no_grad():
+        model.features[1].running_mean.copy_(rand(8, device=device))
+        model.features[1].running_var.copy_(rand(8, device=device, low=0.5, high=2))
+        check(model, rand(2, 3, 16, 12, device=device), tolerance_scale=16)
