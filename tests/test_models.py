@@ -62,3 +62,81 @@ def test_dlrm_wider_and_mean_mode(device: str) -> None:
         for batch in (5, 130):
             inputs = make_inputs(config, batch, 4, device=device, index_dtype=torch.int32)
             assert_same(compiled(*inputs), model(*inputs), tolerance_scale=2)
+
+
+def _compile_quietly(model: torch.nn.Module, *inputs: torch.Tensor) -> tuple[object, list[str]]:
+    """Compiles and runs; returns the output and the fallback warnings (ops run in eager)."""
+    import warnings
+
+    from luminal.fallback import LuminalFallbackWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        output = torch.compile(model, backend="luminal")(*inputs)
+    return output, [str(w.message) for w in caught if issubclass(w.category, LuminalFallbackWarning)]
+
+
+def test_mlp_with_layer_norm_and_gelu(device: str) -> None:
+    model = torch.nn.Sequential(
+        torch.nn.Linear(12, 32), torch.nn.LayerNorm(32), torch.nn.GELU(), torch.nn.Linear(32, 5), torch.nn.GELU("tanh")
+    ).to(device)
+    x = rand(7, 12, device=device)
+    with torch.no_grad():
+        output, fallbacks = _compile_quietly(model, x)
+        assert_same(output, model(x), tolerance_scale=8)
+    assert fallbacks == []
+
+
+class LlamaBlock(torch.nn.Module):
+    """A tiny Llama-style decoder block: RMSNorm, rotary embeddings, causal attention, SwiGLU."""
+
+    def __init__(self, dim: int = 32, heads: int = 4, hidden: int = 48) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(dim, 3 * dim, bias=False)
+        self.out = torch.nn.Linear(dim, dim, bias=False)
+        self.gate = torch.nn.Linear(dim, hidden, bias=False)
+        self.up = torch.nn.Linear(dim, hidden, bias=False)
+        self.down = torch.nn.Linear(hidden, dim, bias=False)
+        self.attention_norm = torch.nn.RMSNorm(dim, eps=1e-6)
+        self.ffn_norm = torch.nn.RMSNorm(dim, eps=1e-6)
+
+    @staticmethod
+    def rotate(t: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        half = t.shape[-1] // 2
+        return t * cos + torch.cat([-t[..., half:], t[..., :half]], -1) * sin
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, dim = x.shape
+        head_dim = dim // self.heads
+        q, k, v = (
+            t.view(batch, length, self.heads, head_dim).transpose(1, 2)
+            for t in self.qkv(self.attention_norm(x)).split(dim, -1)
+        )
+        frequencies = 1.0 / (10000 ** (torch.arange(0, head_dim, 2, device=x.device) / head_dim))
+        angles = torch.arange(length, device=x.device)[:, None] * frequencies[None]
+        cos, sin = angles.cos().repeat(1, 2), angles.sin().repeat(1, 2)
+        q, k = self.rotate(q, cos, sin), self.rotate(k, cos, sin)
+        attended = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.out(attended.transpose(1, 2).reshape(batch, length, dim))
+        h = self.ffn_norm(x)
+        return x + self.down(torch.nn.functional.silu(self.gate(h)) * self.up(h))
+
+
+def test_llama_style_block(device: str) -> None:
+    model = LlamaBlock().to(device).eval()
+    x = rand(2, 9, 32, device=device)
+    with torch.no_grad():
+        output, fallbacks = _compile_quietly(model, x)
+        assert_same(output, model(x), tolerance_scale=16)
+    assert fallbacks == [], fallbacks
+
+
+def test_transformer_encoder_layer(device: str) -> None:
+    # In eval mode torch runs this layer as one fused op, which luminal runs in eager (fallback);
+    # the result must still match.
+    layer = torch.nn.TransformerEncoderLayer(16, 4, 40, dropout=0.0, batch_first=True).to(device).eval()
+    x = rand(3, 6, 16, device=device)
+    with torch.no_grad():
+        output, _ = _compile_quietly(layer, x)
+        assert_same(output, layer(x), tolerance_scale=16)

@@ -154,3 +154,12 @@ def test_fill_and_copy(device: str) -> None:
         return a * x, b
 
     check(fn, rand(4, 5, device=device), rand(5, device=device, low=-9, high=9))
+
+
+def test_split_outputs_feed_other_ops(device: str) -> None:
+    def fn(t: torch.Tensor) -> torch.Tensor:
+        q, k, v = t.split(16, -1)  # one node with a list of outputs
+        a, b = t.unbind(1)[:2]
+        return q * 2 + k - v + (a - b).sum()
+
+    check(fn, rand(2, 5, 48, device=device), tolerance_scale=4)

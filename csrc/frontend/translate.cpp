@@ -368,6 +368,12 @@ Shape Context::meta_shape(const std::string& tensor_name) const {
 namespace {
 
 const std::string& output_name(const pt2::Node& node, size_t output) {
+  // Ops returning Tensor[] (split_with_sizes, unbind, ...) have one output holding a list.
+  if (node.outputs.size() == 1 && node.outputs[0].kind() == pt2::Argument::Kind::Tensors) {
+    const std::vector<pt2::TensorArgument>& list = node.outputs[0].as_tensors();
+    LUMINAL_CHECK(output < list.size(), "node has ", list.size(), " outputs in its list, not ", output + 1);
+    return list[output].name;
+  }
   LUMINAL_CHECK(output < node.outputs.size(), "node has no output ", output);
   const pt2::Argument& out = node.outputs[output];
   LUMINAL_CHECK(out.is_tensor(), "output ", output, " is not a tensor (", out.tag(), ")");

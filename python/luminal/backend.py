@@ -19,6 +19,7 @@ from torch.export import Dim
 
 from luminal import _C, export_cache
 from luminal._C import LuminalError
+from luminal.decompositions import decomposition_table
 
 # Options of luminal_backend (see its docstring).
 _KNOWN_OPTIONS: frozenset[str] = frozenset({"megakernel", "strict", "min_partition_size"})
@@ -243,7 +244,7 @@ def export_program(
             strict=False,
             prefer_deferred_runtime_asserts_over_guards=True,
         )
-        exported = exported.run_decompositions()
+        exported = exported.run_decompositions(decomposition_table())
     return exported, tuple(tensor_positions), tuple(roles)
 
 

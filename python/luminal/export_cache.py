@@ -56,7 +56,7 @@ def _describe_input(value: Any, role: str | None) -> str:
 def _recipe_fingerprint() -> str:
     """The luminal version and the export code itself: editing the recipe invalidates entries."""
     digest = hashlib.sha256()
-    for module in ("backend.py", "export_cache.py"):
+    for module in ("backend.py", "decompositions.py", "export_cache.py"):
         digest.update((Path(__file__).parent / module).read_bytes())
     try:
         digest.update(importlib.metadata.version("luminal").encode())

@@ -1,0 +1,89 @@
+"""Decompositions luminal adds to torch.export's Core-ATen table.
+
+Some fused kernels survive export on CUDA (they are not Core ATen and have no default
+decomposition): RMSNorm (``_fused_rms_norm``) and memory-efficient attention. Decomposed here
+into the primitives luminal translates, they compile instead of running in eager.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+aten = torch.ops.aten
+
+
+def _fused_rms_norm(
+    input: torch.Tensor, normalized_shape: list[int], weight: torch.Tensor | None, eps: float | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """torch's rms_norm: computed in float32 for half types, rounded, then scaled by the weight."""
+    dims = tuple(range(-len(normalized_shape), 0))
+    epsilon = eps if eps is not None else torch.finfo(input.dtype).eps
+    upcast = input.float() if input.dtype in (torch.float16, torch.bfloat16) else input
+    rstd = torch.rsqrt(upcast.pow(2).mean(dims, keepdim=True) + epsilon)
+    result = (upcast * rstd).to(input.dtype)
+    if weight is not None:
+        result = result * weight
+    return result, rstd
+
+
+def _rms_norm(
+    input: torch.Tensor, normalized_shape: list[int], weight: torch.Tensor | None = None, eps: float | None = None
+) -> torch.Tensor:
+    # Decomposed before dispatch: on CUDA, rms_norm's own composite emits _fused_rms_norm.
+    return _fused_rms_norm(input, normalized_shape, weight, eps)[0]
+
+
+def _efficient_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_bias: torch.Tensor | None,
+    compute_log_sumexp: bool,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Attention as matmuls and a softmax (inference: dropout must be 0)."""
+    if dropout_p != 0.0:
+        raise NotImplementedError("luminal decomposes attention for inference only (dropout_p must be 0)")
+    factor = scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
+    scores = (query.float() @ key.float().transpose(-2, -1)) * factor
+    if is_causal:
+        rows = torch.arange(query.shape[-2], device=query.device)
+        columns = torch.arange(key.shape[-2], device=query.device)
+        scores = scores.masked_fill(rows[:, None] < columns[None, :], float("-inf"))
+    if attn_bias is not None:
+        scores = scores + attn_bias
+    output = (torch.softmax(scores, -1) @ value.float()).to(query.dtype)
+    if compute_log_sumexp:
+        log_sumexp = torch.logsumexp(scores, -1)
+    else:
+        log_sumexp = scores.new_empty((*scores.shape[:-2], 0))
+    seed = torch.zeros((), dtype=torch.int64, device=query.device)
+    return output, log_sumexp, seed, seed.clone()
+
+
+def _extra() -> dict[Any, Any]:
+    table: dict[Any, Any] = {aten._scaled_dot_product_efficient_attention.default: _efficient_attention}
+    if hasattr(aten, "_fused_rms_norm"):  # torch >= 2.8
+        table[aten._fused_rms_norm.default] = _fused_rms_norm
+    if hasattr(aten, "rms_norm"):
+        table[aten.rms_norm.default] = _rms_norm
+    return table
+
+
+def decomposition_table() -> Any:
+    """torch.export's default (Core ATen) decompositions plus luminal's."""
+    if hasattr(torch.export, "default_decompositions"):
+        table = torch.export.default_decompositions()
+    else:  # torch 2.6
+        from torch._decomp import core_aten_decompositions
+
+        table = core_aten_decompositions()
+    for op, fn in _extra().items():
+        table[op] = fn
+    return table
