@@ -152,21 +152,22 @@ def test_integer_floor_divide(device: str) -> None:
     check(torch.floor_divide, a, _signed(30, torch.int64, device))
 
 
+# Lambdas, not the functions themselves: torch 2.6 cannot torch.compile a torch builtin directly.
 ACTIVATIONS = {
     "leaky_relu": lambda x: torch.nn.functional.leaky_relu(x, 0.2),
     "hardtanh": lambda x: torch.nn.functional.hardtanh(x, -0.5, 1.5),
-    "relu6": torch.nn.functional.relu6,
-    "elu": torch.nn.functional.elu,
-    "selu": torch.nn.functional.selu,
+    "relu6": lambda x: torch.nn.functional.relu6(x),
+    "elu": lambda x: torch.nn.functional.elu(x),
+    "selu": lambda x: torch.nn.functional.selu(x),
     "celu": lambda x: torch.nn.functional.celu(x, 0.7),
-    "silu": torch.nn.functional.silu,
-    "mish": torch.nn.functional.mish,
-    "hardswish": torch.nn.functional.hardswish,
-    "hardsigmoid": torch.nn.functional.hardsigmoid,
+    "silu": lambda x: torch.nn.functional.silu(x),
+    "mish": lambda x: torch.nn.functional.mish(x),
+    "hardswish": lambda x: torch.nn.functional.hardswish(x),
+    "hardsigmoid": lambda x: torch.nn.functional.hardsigmoid(x),
     "softplus": lambda x: torch.nn.functional.softplus(x, beta=2.0, threshold=3.0),
-    "softsign": torch.nn.functional.softsign,
-    "tanhshrink": torch.nn.functional.tanhshrink,
-    "logsigmoid": torch.nn.functional.logsigmoid,
+    "softsign": lambda x: torch.nn.functional.softsign(x),
+    "tanhshrink": lambda x: torch.nn.functional.tanhshrink(x),
+    "logsigmoid": lambda x: torch.nn.functional.logsigmoid(x),
 }
 
 

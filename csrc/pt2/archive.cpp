@@ -93,8 +93,10 @@ struct Archive::Impl {
         const size_t slash = name.find('/');
         root = slash == std::string::npos ? "" : name.substr(0, slash);
       }
-      if (root.empty() || !starts_with(name, root + "/")) continue;
-      std::string relative = name.substr(root.size() + 1);
+      // Entries outside the root folder are ignored; a zip without one is indexed as is (so that
+      // the legacy layout of torch < 2.7 is recognised and named in the error).
+      if (!root.empty() && !starts_with(name, root + "/")) continue;
+      std::string relative = root.empty() ? name : name.substr(root.size() + 1);
       if (relative.empty() || relative.back() == '/') continue;  // directory entry
       if (index_of.emplace(relative, static_cast<zip_uint64_t>(i)).second) {
         names.push_back(std::move(relative));
@@ -202,6 +204,11 @@ std::string entry_label(const Archive& archive, const std::string& relative_name
 
 void check_pt2_format(const Archive& archive) {
   if (!archive.contains("archive_format")) {
+    if (archive.contains("serialized_exported_program.json")) {
+      fail("not a PT2 archive: ", archive.source(), " was written by torch.export.save of torch < 2.7 (the legacy "
+           "layout, with pickled weights); luminal reads the PT2 archive layout of torch >= 2.7: save it again with "
+           "a newer torch, or compile the model with torch.compile(backend=\"luminal\")");
+    }
     fail("not a PT2 archive: ", archive.source(), " has no ",
          archive.root().empty() ? std::string("<root>") : archive.root(),
          "/archive_format entry (expected the layout written by torch.export.save)");

@@ -6,9 +6,13 @@ import contextlib
 import copy
 import inspect
 import io
+import json
 import logging
+import math
 import os
+import sys
 import threading
+import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -237,15 +241,18 @@ def export_program(
     args = tuple(example_inputs[i] for i in tensor_positions)
     dynamic_shapes = _dynamic_shapes(gm, tensor_nodes)
     with _luminal_export(), torch._guards.tracing(None):
-        exported = torch.export.export(
-            gm,
-            args,
-            dynamic_shapes=dynamic_shapes,
-            strict=False,
-            prefer_deferred_runtime_asserts_over_guards=True,
-        )
+        exported = torch.export.export(gm, args, dynamic_shapes=dynamic_shapes, strict=False, **_EXPORT_OPTIONS)
         exported = exported.run_decompositions(decomposition_table())
     return exported, tuple(tensor_positions), tuple(roles)
+
+
+# Shape checks that export cannot prove become run-time asserts rather than export errors (the
+# option exists from torch 2.7 on; torch 2.6 exports without it).
+_EXPORT_OPTIONS: dict[str, Any] = (
+    {"prefer_deferred_runtime_asserts_over_guards": True}
+    if "prefer_deferred_runtime_asserts_over_guards" in inspect.signature(torch.export.export).parameters
+    else {}
+)
 
 
 def _input_role(value: torch.Tensor) -> str:
@@ -314,6 +321,49 @@ def _serialize(exported: torch.export.ExportedProgram) -> bytes:
         node.meta.pop("from_node", None)  # provenance chains are large and unused
     buffer = io.BytesIO()
     torch.export.save(exported, buffer)
+    archive = buffer.getvalue()
+    with zipfile.ZipFile(io.BytesIO(archive)) as saved:
+        if any(name.endswith("archive_format") for name in saved.namelist()):
+            return archive
+    return _pt2_archive_for_old_torch(exported)
+
+
+def _non_finite_as_strings(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _non_finite_as_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_non_finite_as_strings(v) for v in value]
+    return value
+
+
+def _pt2_archive_for_old_torch(exported: torch.export.ExportedProgram) -> bytes:
+    """torch < 2.7 saves a different zip layout; the C++ core reads the PT2 archive layout, so
+    luminal writes that itself: the same program JSON, lifted constants as raw bytes."""
+    from torch._export.serde import serialize as serde
+
+    # Old serializers write non-finite floats as bare Infinity/NaN (not JSON); newer ones as strings.
+    program_json = json.dumps(_non_finite_as_strings(json.loads(serde.serialize(exported).exported_program)))
+    config: dict[str, Any] = {}
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr("archive/archive_format", "pt2")
+        archive.writestr("archive/archive_version", "0")
+        archive.writestr("archive/byteorder", sys.byteorder)
+        archive.writestr("archive/models/model.json", program_json)
+        archive.writestr("archive/data/weights/model_weights_config.json", json.dumps({"config": {}}))
+        for k, (name, value) in enumerate(exported.constants.items()):
+            if not isinstance(value, torch.Tensor):
+                raise LuminalError(f"constant '{name}' of type {type(value).__name__} is not supported")
+            tensor = value.detach().contiguous().cpu()
+            path = f"tensor_{k}"
+            raw = tensor.reshape(-1).view(torch.uint8).numpy().tobytes()  # reshape: 0-d tensors too
+            archive.writestr(f"archive/data/constants/{path}", raw)
+            meta = serde._dataclass_to_dict(serde.serialize_tensor_meta(tensor))
+            config[name] = {"path_name": path, "is_param": False, "use_pickle": False, "tensor_meta": meta}
+        constants = json.dumps({"config": config}, cls=serde.EnumEncoder)
+        archive.writestr("archive/data/constants/model_constants_config.json", constants)
     return buffer.getvalue()
 
 
