@@ -162,6 +162,9 @@ class FallbackFunction:
             return tuple(outputs)
         return pytree.tree_unflatten(outputs, self._out_spec)
 
+    def set_compiled_partitions(self, compiled: dict[str, Any]) -> None:
+        self._compiled = compiled
+
     def report(self) -> FallbackReport:
         return self._report
 
@@ -210,15 +213,15 @@ def compile_with_fallback(
 
     function = FallbackFunction(program, fused, tensor_positions, report, {})
     compiled = _compile_partitions(fused, function.program_inputs(list(example_inputs)), megakernel, report)
-    function._compiled = compiled
+    function.set_compiled_partitions(compiled)
     message = (
         f"luminal: ops without luminal support run in eager: {describe_unsupported(unsupported)}; "
         f"{len(compiled)} partition(s) compiled by luminal"
     )
     if report.eager_partitions:
         message += f", {len(report.eager_partitions)} more run in eager"
-    warnings.warn(message, LuminalFallbackWarning, stacklevel=2)
-    log.warning(message)
+    warnings.warn(message, LuminalFallbackWarning, stacklevel=2)  # the one user-visible message
+    log.info(message)
     return function
 
 
@@ -251,7 +254,7 @@ def _compile_partitions(
                 function = compile_graph(submodule, list(args), megakernel=megakernel)
             except LuminalError as error:
                 report.eager_partitions.append({"name": str(target), "reason": str(error).splitlines()[0]})
-                log.warning("luminal: partition %s runs in eager: %s", target, error)
+                log.info("luminal: partition %s runs in eager: %s", target, error)
                 return submodule(*args)
             compiled[str(target)] = function
             report.partitions.append({"name": str(target), "nodes": _compute_node_count(list(submodule.graph.nodes))})
