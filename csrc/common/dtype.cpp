@@ -56,6 +56,8 @@ bool is_floating(DType dtype) {
   return dtype == DType::F16 || dtype == DType::BF16 || dtype == DType::F32 || dtype == DType::F64;
 }
 
+DType float_compute_dtype(DType dtype) { return dtype == DType::F64 ? DType::F64 : DType::F32; }
+
 bool is_integral(DType dtype) {
   return dtype == DType::U8 || dtype == DType::I8 || dtype == DType::I16 || dtype == DType::I32 ||
          dtype == DType::I64;

@@ -19,6 +19,9 @@ const char* dtype_short_name(DType dtype);  // IR spelling: "f32", "i64", ...
 bool is_floating(DType dtype);
 bool is_integral(DType dtype);  // integer types, excluding bool
 bool is_signed_integral(DType dtype);
+// What floating-point math in `dtype` computes in, as torch's kernels do: f64 for f64, else f32
+// (f16/bf16 are computed in f32 and rounded once).
+DType float_compute_dtype(DType dtype);
 
 // Serde ScalarType codes (torch/_export/serde/schema.py) — not c10::ScalarType.
 std::optional<DType> dtype_from_serde_code(int code);

@@ -303,6 +303,12 @@ NodeId Builder::expand(NodeId x, const Shape& new_shape) {
   return pointwise(dtype(x), out, {x}, broadcast_load(0, x, out));
 }
 
+NodeId Builder::per_channel(NodeId v, size_t rank) {
+  Shape shape = this->shape(v);
+  for (size_t d = 2; d < rank; ++d) shape.push_back(ir::int_const(1));
+  return reshape(v, shape);
+}
+
 NodeId Builder::unsqueeze(NodeId x, int64_t dim) {
   const size_t r = rank(x);
   const int64_t d = normalize_dim(dim, r + 1);

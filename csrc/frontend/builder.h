@@ -77,6 +77,9 @@ class Builder {
   NodeId expand(NodeId x, const Shape& new_shape);
   NodeId unsqueeze(NodeId x, int64_t dim);
   NodeId squeeze(NodeId x, const std::vector<int64_t>& dims);  // only dims of size 1; others kept
+  // A per-channel vector [C] shaped [C, 1, ...] to broadcast against a tensor of `rank` whose
+  // channels are dim 1 (norm weights, convolution bias).
+  NodeId per_channel(NodeId v, size_t rank);
   NodeId slice(NodeId x, int64_t dim, Expr start, Expr end, int64_t step);
   NodeId select(NodeId x, int64_t dim, Expr index);
   NodeId concat(const std::vector<NodeId>& xs, int64_t dim);

@@ -114,7 +114,7 @@ void translate_gelu(Context& ctx, const pt2::Node& node) {
   LUMINAL_CHECK(is_floating(out), "gelu needs a floating-point tensor, got ", dtype_name(out));
   const std::string approximate = ctx.string_arg(node, "approximate").value_or("none");
   LUMINAL_CHECK(approximate == "none" || approximate == "tanh", "unknown gelu approximate='", approximate, "'");
-  const DType compute = out == DType::F64 ? DType::F64 : DType::F32;
+  const DType compute = float_compute_dtype(out);
   ctx.set_output(node, b.elementwise({Operand::of(x)}, compute, out, [&](const std::vector<Expr>& v) {
     if (approximate == "tanh") return ir::unary(ExprOp::GeluTanh, v[0]);
     const Expr half = ir::scalar_const(0.5, compute);
@@ -224,7 +224,7 @@ void translate_elu(Context& ctx, const pt2::Node& node) {
   LUMINAL_CHECK(is_floating(out), "elu needs a floating-point tensor, got ", dtype_name(out));
   const double alpha = ctx.float_arg(node, "alpha", 1.0), scale = ctx.float_arg(node, "scale", 1.0);
   const double input_scale = ctx.float_arg(node, "input_scale", 1.0);
-  const DType compute = out == DType::F64 ? DType::F64 : DType::F32;
+  const DType compute = float_compute_dtype(out);
   ctx.set_output(node, b.elementwise({Operand::of(ctx.tensor(node, "self"))}, compute, out, [&](const std::vector<Expr>& v) {
     const Expr positive = ir::binary(ExprOp::Gt, v[0], ir::scalar_const(0, compute));
     const Expr negative = ir::mul(ir::scalar_const(scale * alpha, compute),

@@ -253,7 +253,7 @@ void translate_scatter_reduce(Context& ctx, const pt2::Node& node, std::string r
   if (reduce.empty()) reduce = ctx.string_arg(node, "reduce").value_or("sum");
   const bool include_self = ctx.bool_arg(node, "include_self", true);
   const DType dtype = b.dtype(self);
-  const DType acc = is_floating(dtype) ? (dtype == DType::F64 ? DType::F64 : DType::F32) : DType::I64;
+  const DType acc = is_floating(dtype) ? float_compute_dtype(dtype) : DType::I64;
   const ScatterForm form = scatter_form(b, self, index, ctx.int_arg(node, "dim"), 1);
   const Expr value = ir::cast(ir::load(2, b.dtype(src), form.at_j, form.match), acc);
   ir::ReduceOp op = ir::ReduceOp::Sum;
@@ -352,7 +352,7 @@ void translate_index_put(Context& ctx, const pt2::Node& node) {
   const Expr row = Builder::checked_index(ir::load(1, b.dtype(index), {ir::reduce_var(0)}), shape[0], true);
   const Expr match = ir::binary(ir::ExprOp::Eq, row, at[0]);
   if (accumulate) {
-    const DType acc = is_floating(dtype) ? (dtype == DType::F64 ? DType::F64 : DType::F32) : DType::I64;
+    const DType acc = is_floating(dtype) ? float_compute_dtype(dtype) : DType::I64;
     const Expr value = ir::cast(ir::load(2, b.dtype(values), broadcast_coords(values_shape, target), match), acc);
     const Expr total = ir::fold(ir::ReduceOp::Sum, 0, n, ir::where(match, value, ir::scalar_const(0, acc)));
     ctx.set_output(node, b.pointwise(dtype, shape, {self, index, values}, ir::cast(ir::add(ir::cast(old, acc), total), dtype)));

@@ -85,15 +85,6 @@ Expr reduced_count(Builder& b, NodeId x, const std::vector<int64_t>& dims) {
   return count;
 }
 
-DType compute_type(DType out) { return out == DType::F64 ? DType::F64 : DType::F32; }
-
-// Broadcasts a per-channel vector [C] against an input of `rank` with channels at dim 1.
-NodeId per_channel(Builder& b, NodeId v, size_t rank) {
-  Shape shape = b.shape(v);
-  for (size_t d = 2; d < rank; ++d) shape.push_back(ir::int_const(1));
-  return b.reshape(v, shape);
-}
-
 
 void translate_prod(Context& ctx, const pt2::Node& node) {
   Builder& b = ctx.builder();
@@ -142,7 +133,7 @@ void translate_var(Context& ctx, const pt2::Node& node) {
   const NodeId x = ctx.tensor(node, "self");
   const DType out = ctx.out_dtype(node);
   LUMINAL_CHECK(is_floating(out), "var needs a floating dtype, got ", dtype_name(out));
-  const DType compute = compute_type(out);
+  const DType compute = float_compute_dtype(out);
   const std::vector<int64_t> dims = all_dims_if_empty(dim_or_dims(ctx, node), b.rank(x));
   double correction = 1.0;
   if (const pt2::Argument* c = ctx.find_arg(node, "correction"); c && !c->is_none()) {
@@ -166,7 +157,7 @@ void translate_softmax(Context& ctx, const pt2::Node& node, bool log) {
   const NodeId x = ctx.tensor(node, "self");
   const DType out = ctx.out_dtype(node);
   LUMINAL_CHECK(is_floating(out), "softmax needs a floating dtype, got ", dtype_name(out));
-  const DType compute = compute_type(out);
+  const DType compute = float_compute_dtype(out);
   const std::vector<int64_t> dim{ctx.int_arg(node, "dim")};
   const NodeId xc = b.cast(x, compute);
   const NodeId max = b.reduce_dims(xc, dim, true, ir::ReduceOp::Max, compute);
@@ -256,6 +247,46 @@ void translate_cumsum(Context& ctx, const pt2::Node& node) {
   ctx.set_output(node, b.reduce(out, shape, {x}, body, ir::ReduceOp::Sum, {extent}));
 }
 
+// Mean and 1 / sqrt(biased variance + eps) of xc over `dims` (keepdim), in `compute`.
+struct Moments {
+  NodeId mean, rstd;
+};
+
+Moments normalization_moments(Builder& b, NodeId xc, const std::vector<int64_t>& dims, double eps, DType compute) {
+  const NodeId mean = keepdim_mean(b, xc, dims, compute);
+  const NodeId total = squared_deviations(b, xc, mean, dims, true, compute);
+  const Expr count = reduced_count(b, xc, dims);
+  const NodeId rstd = b.elementwise({Operand::of(total)}, compute, compute, [&](const std::vector<Expr>& v) {
+    const Expr var = ir::binary(ir::ExprOp::Div, v[0], ir::cast(count, compute));
+    return ir::unary(ir::ExprOp::Rsqrt, ir::add(var, ir::scalar_const(eps, compute)));
+  });
+  return {mean, rstd};
+}
+
+// One elementwise node: normalized(v) * weight + bias, the optional affine operands appended to
+// `operands` (already broadcastable against them).
+template <typename Normalized>
+NodeId with_affine(Builder& b, std::vector<Operand> operands, std::optional<NodeId> weight, std::optional<NodeId> bias,
+                   DType compute, DType out, Normalized normalized) {
+  const size_t first_affine = operands.size();
+  if (weight) operands.push_back(Operand::of(*weight));
+  if (bias) operands.push_back(Operand::of(*bias));
+  return b.elementwise(operands, compute, out, [&](const std::vector<Expr>& v) {
+    Expr y = normalized(v);
+    size_t next = first_affine;
+    if (weight) y = ir::mul(y, v[next++]);
+    if (bias) y = ir::add(y, v[next]);
+    return y;
+  });
+}
+
+std::optional<NodeId> optional_per_channel(Builder& b, std::optional<NodeId> v, size_t rank) {
+  if (!v) return std::nullopt;
+  return b.per_channel(*v, rank);
+}
+
+Expr centered_scaled(const std::vector<Expr>& v) { return ir::mul(ir::binary(ir::ExprOp::Sub, v[0], v[1]), v[2]); }
+
 // native_group_norm(input, weight, bias, N, C, HxW, group, eps) -> (out, mean [N, G], rstd [N, G])
 void translate_group_norm(Context& ctx, const pt2::Node& node) {
   Builder& b = ctx.builder();
@@ -265,36 +296,21 @@ void translate_group_norm(Context& ctx, const pt2::Node& node) {
   const int64_t groups = ctx.int_arg(node, "group");
   const DType out = ctx.out_dtype(node, 0);
   LUMINAL_CHECK(is_floating(out), "group_norm needs a floating dtype, got ", dtype_name(out));
-  const DType compute = compute_type(out);
-  const double eps = ctx.float_arg(node, "eps");
+  const DType compute = float_compute_dtype(out);
   Expr per_group = ir::floordiv(shape[1], ir::int_const(groups));
   for (size_t d = 2; d < shape.size(); ++d) per_group = ir::mul(per_group, shape[d]);
   const NodeId grouped = b.reshape(b.cast(x, compute), {shape[0], ir::int_const(groups), per_group});
-  const NodeId mean = keepdim_mean(b, grouped, {2}, compute);
-  const NodeId total = squared_deviations(b, grouped, mean, {2}, true, compute);
-  const NodeId rstd = b.elementwise({Operand::of(total)}, compute, compute, [&](const std::vector<Expr>& v) {
-    const Expr var = ir::binary(ir::ExprOp::Div, v[0], ir::cast(per_group, compute));
-    return ir::unary(ir::ExprOp::Rsqrt, ir::add(var, ir::scalar_const(eps, compute)));
-  });
-  const NodeId normalized = b.elementwise({Operand::of(grouped), Operand::of(mean), Operand::of(rstd)}, compute, compute,
-                                          [](const std::vector<Expr>& v) {
-                                            return ir::mul(ir::binary(ir::ExprOp::Sub, v[0], v[1]), v[2]);
-                                          });
-  std::vector<Operand> operands{Operand::of(b.reshape(normalized, shape))};
-  const std::optional<NodeId> weight = ctx.optional_tensor(node, "weight");
-  const std::optional<NodeId> bias = ctx.optional_tensor(node, "bias");
-  if (weight) operands.push_back(Operand::of(per_channel(b, *weight, shape.size())));
-  if (bias) operands.push_back(Operand::of(per_channel(b, *bias, shape.size())));
-  ctx.set_output(node, 0, b.elementwise(operands, compute, out, [&](const std::vector<Expr>& v) {
-    Expr y = v[0];
-    size_t next = 1;
-    if (weight) y = ir::mul(y, v[next++]);
-    if (bias) y = ir::add(y, v[next]);
-    return y;
-  }));
+  const Moments moments = normalization_moments(b, grouped, {2}, ctx.float_arg(node, "eps"), compute);
+  const NodeId normalized = b.elementwise(
+      {Operand::of(grouped), Operand::of(moments.mean), Operand::of(moments.rstd)}, compute, compute, centered_scaled);
+  ctx.set_output(node, 0,
+                 with_affine(b, {Operand::of(b.reshape(normalized, shape))},
+                             optional_per_channel(b, ctx.optional_tensor(node, "weight"), shape.size()),
+                             optional_per_channel(b, ctx.optional_tensor(node, "bias"), shape.size()), compute, out,
+                             [](const std::vector<Expr>& v) { return v[0]; }));
   const Shape stats_shape{shape[0], ir::int_const(groups)};
-  ctx.set_output(node, 1, b.cast(b.reshape(mean, stats_shape), ctx.out_dtype(node, 1)));
-  ctx.set_output(node, 2, b.cast(b.reshape(rstd, stats_shape), ctx.out_dtype(node, 2)));
+  ctx.set_output(node, 1, b.cast(b.reshape(moments.mean, stats_shape), ctx.out_dtype(node, 1)));
+  ctx.set_output(node, 2, b.cast(b.reshape(moments.rstd, stats_shape), ctx.out_dtype(node, 2)));
 }
 
 // native_layer_norm(input, normalized_shape, weight, bias, eps) -> (out, mean, rstd)
@@ -306,32 +322,17 @@ void translate_layer_norm(Context& ctx, const pt2::Node& node) {
   LUMINAL_CHECK(k >= 1 && k <= rank, "layer_norm over ", k, " dims of a rank-", rank, " tensor");
   const DType out = ctx.out_dtype(node, 0);
   LUMINAL_CHECK(is_floating(out), "layer_norm needs a floating dtype, got ", dtype_name(out));
-  const DType compute = compute_type(out);
-  const double eps = ctx.float_arg(node, "eps");
+  const DType compute = float_compute_dtype(out);
   std::vector<int64_t> dims;
   for (size_t d = rank - k; d < rank; ++d) dims.push_back(static_cast<int64_t>(d));
   const NodeId xc = b.cast(x, compute);
-  const NodeId mean = keepdim_mean(b, xc, dims, compute);
-  const NodeId total = squared_deviations(b, xc, mean, dims, true, compute);
-  const Expr count = reduced_count(b, x, dims);
-  const NodeId rstd = b.elementwise({Operand::of(total)}, compute, compute, [&](const std::vector<Expr>& v) {
-    const Expr var = ir::binary(ir::ExprOp::Div, v[0], ir::cast(count, compute));
-    return ir::unary(ir::ExprOp::Rsqrt, ir::add(var, ir::scalar_const(eps, compute)));
-  });
-  std::vector<Operand> operands{Operand::of(xc), Operand::of(mean), Operand::of(rstd)};
-  const std::optional<NodeId> weight = ctx.optional_tensor(node, "weight");
-  const std::optional<NodeId> bias = ctx.optional_tensor(node, "bias");
-  if (weight) operands.push_back(Operand::of(*weight));
-  if (bias) operands.push_back(Operand::of(*bias));
-  ctx.set_output(node, 0, b.elementwise(operands, compute, out, [&](const std::vector<Expr>& v) {
-    Expr y = ir::mul(ir::binary(ir::ExprOp::Sub, v[0], v[1]), v[2]);
-    size_t next = 3;
-    if (weight) y = ir::mul(y, v[next++]);
-    if (bias) y = ir::add(y, v[next]);
-    return y;
-  }));
-  ctx.set_output(node, 1, b.cast(mean, ctx.out_dtype(node, 1)));
-  ctx.set_output(node, 2, b.cast(rstd, ctx.out_dtype(node, 2)));
+  const Moments moments = normalization_moments(b, xc, dims, ctx.float_arg(node, "eps"), compute);
+  ctx.set_output(node, 0,
+                 with_affine(b, {Operand::of(xc), Operand::of(moments.mean), Operand::of(moments.rstd)},
+                             ctx.optional_tensor(node, "weight"), ctx.optional_tensor(node, "bias"), compute, out,
+                             centered_scaled));
+  ctx.set_output(node, 1, b.cast(moments.mean, ctx.out_dtype(node, 1)));
+  ctx.set_output(node, 2, b.cast(moments.rstd, ctx.out_dtype(node, 2)));
 }
 
 // _native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var, momentum,
@@ -342,22 +343,19 @@ void translate_batch_norm_inference(Context& ctx, const pt2::Node& node) {
   const size_t rank = b.rank(x);
   LUMINAL_CHECK(rank >= 2, "batch_norm needs an input of rank >= 2, got rank ", rank);
   const DType out = ctx.out_dtype(node, 0);
-  const DType compute = compute_type(out);
+  const DType compute = float_compute_dtype(out);
   const double eps = ctx.float_arg(node, "eps");
-  std::vector<Operand> operands{Operand::of(x), Operand::of(per_channel(b, ctx.tensor(node, "running_mean"), rank)),
-                                Operand::of(per_channel(b, ctx.tensor(node, "running_var"), rank))};
-  const std::optional<NodeId> weight = ctx.optional_tensor(node, "weight");
-  const std::optional<NodeId> bias = ctx.optional_tensor(node, "bias");
-  if (weight) operands.push_back(Operand::of(per_channel(b, *weight, rank)));
-  if (bias) operands.push_back(Operand::of(per_channel(b, *bias, rank)));
-  ctx.set_output(node, 0, b.elementwise(operands, compute, out, [&](const std::vector<Expr>& v) {
-    const Expr inv_std = ir::unary(ir::ExprOp::Rsqrt, ir::add(v[2], ir::scalar_const(eps, compute)));
-    Expr y = ir::mul(ir::binary(ir::ExprOp::Sub, v[0], v[1]), inv_std);
-    size_t next = 3;
-    if (weight) y = ir::mul(y, v[next++]);
-    if (bias) y = ir::add(y, v[next]);
-    return y;
-  }));
+  const std::vector<Operand> operands{Operand::of(x),
+                                      Operand::of(b.per_channel(ctx.tensor(node, "running_mean"), rank)),
+                                      Operand::of(b.per_channel(ctx.tensor(node, "running_var"), rank))};
+  ctx.set_output(node, 0,
+                 with_affine(b, operands, optional_per_channel(b, ctx.optional_tensor(node, "weight"), rank),
+                             optional_per_channel(b, ctx.optional_tensor(node, "bias"), rank), compute, out,
+                             [&](const std::vector<Expr>& v) {
+                               const Expr inv_std =
+                                   ir::unary(ir::ExprOp::Rsqrt, ir::add(v[2], ir::scalar_const(eps, compute)));
+                               return ir::mul(ir::binary(ir::ExprOp::Sub, v[0], v[1]), inv_std);
+                             }));
   for (size_t k = 1; k <= 2; ++k) ctx.set_output(node, k, b.full(ctx.out_shape(node, k), 0.0, ctx.out_dtype(node, k)));
 }
 

@@ -12,8 +12,6 @@ namespace {
 
 using ir::ExprOp;
 
-DType accumulate_type(DType out) { return out == DType::F64 ? DType::F64 : DType::F32; }
-
 // A per-spatial-dim parameter list: one value repeated, or one per dim (empty -> fallback).
 std::vector<int64_t> per_dim(std::vector<int64_t> values, size_t dims, int64_t fallback, const char* what) {
   if (values.empty()) values = {fallback};
@@ -54,7 +52,7 @@ void translate_convolution(Context& ctx, const pt2::Node& node) {
   const int64_t groups = ctx.int_arg(node, "groups", 1);
   const DType out = ctx.out_dtype(node);
   LUMINAL_CHECK(is_floating(out), "convolution needs floating-point tensors, got ", dtype_name(out));
-  const DType acc = accumulate_type(out);
+  const DType acc = float_compute_dtype(out);
   const Expr in_per_group = ws[1];
   const Expr out_per_group = ir::floordiv(ws[0], ir::int_const(groups));
 
@@ -84,11 +82,7 @@ void translate_convolution(Context& ctx, const pt2::Node& node) {
   NodeId result = b.reduce(acc, out_shape, {x, w}, product, ir::ReduceOp::Sum, extents);
   std::vector<Operand> operands{Operand::of(result)};
   const std::optional<NodeId> bias = ctx.optional_tensor(node, "bias");
-  if (bias) {
-    Shape bias_shape = b.shape(*bias);
-    for (size_t k = 0; k < spatial; ++k) bias_shape.push_back(ir::int_const(1));
-    operands.push_back(Operand::of(b.reshape(*bias, bias_shape)));
-  }
+  if (bias) operands.push_back(Operand::of(b.per_channel(*bias, xs.size())));
   ctx.set_output(node, b.elementwise(operands, acc, out, [&](const std::vector<Expr>& v) {
     return bias ? ir::add(v[0], v[1]) : v[0];
   }));
@@ -164,7 +158,7 @@ void translate_avg_pool(Context& ctx, const pt2::Node& node, size_t spatial) {
   const pt2::Argument* divisor_arg = ctx.find_arg(node, "divisor_override");
   const bool has_divisor = divisor_arg && !divisor_arg->is_none();
   const DType out = ctx.out_dtype(node);
-  const DType acc = accumulate_type(out);
+  const DType acc = float_compute_dtype(out);
   const WindowIndex w = window_index(win, in);
   const Shape out_shape = pooled_shape(win, in, false);
   const NodeId total = b.reduce(acc, out_shape, {x}, ir::cast(ir::load(0, b.dtype(x), w.at, w.inside), acc),
@@ -236,7 +230,7 @@ void translate_adaptive_avg_pool(Context& ctx, const pt2::Node& node, size_t spa
   const std::vector<Expr> sizes = ctx.symints_arg(node, "output_size");
   LUMINAL_CHECK(sizes.size() == spatial, "adaptive pooling output_size needs ", spatial, " values");
   const DType out = ctx.out_dtype(node);
-  const DType acc = accumulate_type(out);
+  const DType acc = float_compute_dtype(out);
   NodeId current = b.cast(x, acc);
   Expr count = ir::int_const(1);
   for (size_t k = 0; k < spatial; ++k) {

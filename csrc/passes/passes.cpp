@@ -39,6 +39,24 @@ std::vector<int> load_sites_per_slot(const Node& node) {
   return sites;
 }
 
+// Load sites of each node over the whole graph. A matmul operand or a graph output needs the
+// tensor itself: it counts as many uses, so that it is never inlined away.
+std::vector<int> load_sites_per_node(const Graph& graph) {
+  std::vector<int> uses(graph.size(), 0);
+  for (const Node& node : graph.nodes()) {
+    if (node.kind == NodeKind::MatMul) {
+      for (NodeId input : node.inputs) uses[input] += 1000;
+      continue;
+    }
+    const std::vector<int> sites = load_sites_per_slot(node);
+    for (size_t k = 0; k < node.inputs.size(); ++k) uses[node.inputs[k]] += sites[k];
+  }
+  for (const ir::GraphOutput& out : graph.outputs) {
+    if (out.kind == ir::GraphOutput::Kind::Tensor) uses[out.node] += 1000;
+  }
+  return uses;
+}
+
 bool is_cheap(const Node& producer, int max_recompute_ops) {
   return arithmetic_op_count(producer.body) <= max_recompute_ops;
 }
@@ -164,19 +182,7 @@ int arithmetic_op_count(const Expr& body) {
 }
 
 void inline_pointwise(Graph& graph, const OptimizeOptions& options) {
-  // Load sites per producer over the whole graph (outputs count as a use that needs the buffer).
-  std::vector<int> uses(graph.size(), 0);
-  for (const Node& node : graph.nodes()) {
-    if (node.kind == NodeKind::MatMul) {
-      for (NodeId input : node.inputs) uses[input] += 1000;  // needs the tensor itself
-      continue;
-    }
-    const std::vector<int> sites = load_sites_per_slot(node);
-    for (size_t k = 0; k < node.inputs.size(); ++k) uses[node.inputs[k]] += sites[k];
-  }
-  for (const ir::GraphOutput& out : graph.outputs) {
-    if (out.kind == ir::GraphOutput::Kind::Tensor) uses[out.node] += 1000;
-  }
+  std::vector<int> uses = load_sites_per_node(graph);
 
   for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
     Node& consumer = graph.node(id);
@@ -413,18 +419,7 @@ std::vector<bool> loop_vars_read(const Expr& e, size_t rank) {
 }  // namespace
 
 void inline_reductions(Graph& graph, const OptimizeOptions& options) {
-  std::vector<int> uses(graph.size(), 0);
-  for (const Node& node : graph.nodes()) {
-    if (node.kind == NodeKind::MatMul) {
-      for (NodeId input : node.inputs) uses[input] += 1000;
-      continue;
-    }
-    const std::vector<int> sites = load_sites_per_slot(node);
-    for (size_t k = 0; k < node.inputs.size(); ++k) uses[node.inputs[k]] += sites[k];
-  }
-  for (const ir::GraphOutput& out : graph.outputs) {
-    if (out.kind == ir::GraphOutput::Kind::Tensor) uses[out.node] += 1000;
-  }
+  std::vector<int> uses = load_sites_per_node(graph);
   for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
     Node& consumer = graph.node(id);
     if (consumer.kind != NodeKind::Pointwise) continue;

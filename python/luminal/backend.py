@@ -14,7 +14,7 @@ import sys
 import threading
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -54,6 +54,9 @@ class ExportedGraph:
     tensor_positions: tuple[int, ...]  # positions of tensor arguments among the call's arguments
     input_roles: tuple[str, ...]  # "user", "parameter" or "buffer", per tensor argument
     out_spec: pytree.TreeSpec | None  # structure of the graph's outputs
+    # The program the archive holds when it was exported in this process (None on a cache hit):
+    # the fallback partitions it instead of exporting again.
+    program: torch.export.ExportedProgram | None = field(default=None, compare=False, repr=False)
 
 
 class CompiledFunction:
@@ -124,8 +127,9 @@ def luminal_backend(
     if unknown:
         raise LuminalError(f"unknown luminal option(s) {unknown}; known options: {sorted(_KNOWN_OPTIONS)}")
     megakernel = bool(settings.get("megakernel", True))
+    exported = _export_through_cache(gm, example_inputs)
     try:
-        compiled: Callable[..., Any] = compile_graph(gm, example_inputs, megakernel=megakernel)
+        compiled: Callable[..., Any] = compile_exported(exported, megakernel)
     except LuminalError as error:
         if settings.get("strict", False):
             raise
@@ -135,6 +139,7 @@ def luminal_backend(
             gm,
             example_inputs,
             error,
+            exported,
             megakernel=megakernel,
             min_partition_size=int(settings.get("min_partition_size", 1)),
         )
@@ -145,7 +150,10 @@ def luminal_backend(
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], megakernel: bool = True) -> CompiledFunction:
     """Compiles a whole graph with luminal; raises LuminalError when any part is unsupported."""
-    exported = _export_through_cache(gm, example_inputs)
+    return compile_exported(_export_through_cache(gm, example_inputs), megakernel)
+
+
+def compile_exported(exported: ExportedGraph, megakernel: bool = True) -> CompiledFunction:
     _dump_archive(exported)
     graph = _C.compile(exported.archive, list(exported.input_roles), megakernel)
     stats = graph.stats()
@@ -200,6 +208,7 @@ def export_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Exp
         tensor_positions=tensor_positions,
         input_roles=roles,
         out_spec=output_spec(exported),
+        program=exported,
     )
 
 

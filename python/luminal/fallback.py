@@ -31,7 +31,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 from luminal import _C
 from luminal._C import LuminalError
-from luminal.backend import compile_graph, export_program, output_spec
+from luminal.backend import ExportedGraph, compile_graph, export_program, output_spec
 
 log = logging.getLogger("luminal")
 
@@ -114,12 +114,11 @@ class FallbackFunction:
         module: torch.fx.GraphModule,
         tensor_positions: tuple[int, ...],
         report: FallbackReport,
-        compiled: dict[str, Any],
     ) -> None:
         self._module = module
         self._positions = tensor_positions
         self._report = report
-        self._compiled = compiled
+        self._compiled: dict[str, Any] = {}  # partition name -> CompiledFunction, once compiled
         self._out_spec = output_spec(program)
         signature = program.graph_signature
         user_index = {}
@@ -184,12 +183,14 @@ def compile_with_fallback(
     gm: torch.fx.GraphModule,
     example_inputs: Sequence[Any],
     error: LuminalError,
+    exported: ExportedGraph,
     megakernel: bool = True,
     min_partition_size: int = 1,
 ) -> FallbackFunction:
-    """Compiles what luminal supports of a graph whose whole-graph compile failed with ``error``;
-    re-raises ``error`` when every op is supported (the failure has another cause)."""
-    program, tensor_positions, _ = export_program(gm, example_inputs)
+    """Compiles what luminal supports of a graph whose whole-graph compile of ``exported`` failed
+    with ``error``; re-raises ``error`` when every op is supported (the failure has another cause)."""
+    program = exported.program if exported.program is not None else export_program(gm, example_inputs)[0]
+    tensor_positions = exported.tensor_positions
     # A translator that refuses one node names it: that node runs in eager, not the whole graph.
     support = LuminalSupport(frozenset(re.findall(r"cannot translate node (\S+) \(", str(error))))
     unsupported = unsupported_nodes(program.graph, support)
@@ -211,7 +212,7 @@ def compile_with_fallback(
     fused = partitioner.fuse_partitions(kept, _PARTITION_PREFIX) if kept else module
     _copy_argument_metadata(fused)
 
-    function = FallbackFunction(program, fused, tensor_positions, report, {})
+    function = FallbackFunction(program, fused, tensor_positions, report)
     compiled = _compile_partitions(fused, function.program_inputs(list(example_inputs)), megakernel, report)
     function.set_compiled_partitions(compiled)
     message = (

@@ -37,6 +37,20 @@ int64_t product(const std::vector<int64_t>& sizes) {
   return n;
 }
 
+// The launch configuration of one generated kernel, as a CUDA graph kernel node (also what a
+// direct launch needs). `args` must outlive the use of the result.
+CUDA_KERNEL_NODE_PARAMS kernel_node(CUfunction function, const codegen::Kernel& kernel, unsigned grid, void** args) {
+  CUDA_KERNEL_NODE_PARAMS params{};
+  params.func = function;
+  params.gridDimX = grid;
+  params.gridDimY = static_cast<unsigned>(kernel.grid_y);
+  params.gridDimZ = 1;
+  params.blockDimX = static_cast<unsigned>(kernel.block_size);
+  params.blockDimY = params.blockDimZ = 1;
+  params.kernelParams = args;
+  return params;
+}
+
 // Register: a row-kernel intermediate, never in memory.
 // Copies the device error record to pinned host memory and clears it (the last node of a replay).
 constexpr const char* kExportErrorsKernel = R"(
@@ -683,15 +697,9 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
     const Node& node = g.node(step.node);
     if (product(in.buffers[node.id].sizes) == 0) continue;
     Instance::Launch& launch = in.launches[launch_index++];
-    CUDA_KERNEL_NODE_PARAMS params{};
-    params.func = device_->functions[launch.kernel];
-    params.gridDimX = launch.grid;
-    params.gridDimY = static_cast<unsigned>(kernels_[launch.kernel].grid_y);
-    params.gridDimZ = 1;
-    params.blockDimX = static_cast<unsigned>(kernels_[launch.kernel].block_size);
-    params.blockDimY = params.blockDimZ = 1;
     void* args[] = {launch.fields.data()};
-    params.kernelParams = args;
+    const CUDA_KERNEL_NODE_PARAMS params =
+        kernel_node(device_->functions[launch.kernel], kernels_[launch.kernel], launch.grid, args);
     LUMINAL_CU(api.cuGraphAddKernelNode(&launch.node, in.graph, previous ? &previous : nullptr, previous ? 1 : 0,
                                         &params));
     add_dependency(launch.node);
@@ -835,15 +843,9 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
       }
     }
     if (!changed || !launch.node) continue;
-    CUDA_KERNEL_NODE_PARAMS params{};
-    params.func = device_->functions[launch.kernel];
-    params.gridDimX = launch.grid;
-    params.gridDimY = static_cast<unsigned>(kernels_[launch.kernel].grid_y);
-    params.gridDimZ = 1;
-    params.blockDimX = static_cast<unsigned>(kernels_[launch.kernel].block_size);
-    params.blockDimY = params.blockDimZ = 1;
     void* args[] = {launch.fields.data()};
-    params.kernelParams = args;
+    const CUDA_KERNEL_NODE_PARAMS params =
+        kernel_node(device_->functions[launch.kernel], kernels_[launch.kernel], launch.grid, args);
     LUMINAL_CU(api.cuGraphExecKernelNodeSetParams(instance.exec, launch.node, &params));
     ++stats_.pointer_updates;
   }
@@ -887,10 +889,10 @@ void Executor::run_steps_one_by_one(Instance& instance, void* raw_stream) {
     } else {
       Instance::Launch& launch = instance.launches[launch_index++];
       void* args[] = {launch.fields.data()};
-      LUMINAL_CU(api.cuLaunchKernel(device_->functions[launch.kernel], launch.grid,
-                                    static_cast<unsigned>(kernels_[launch.kernel].grid_y), 1,
-                                    static_cast<unsigned>(kernels_[launch.kernel].block_size), 1, 1, 0, stream, args,
-                                    nullptr));
+      const CUDA_KERNEL_NODE_PARAMS p =
+          kernel_node(device_->functions[launch.kernel], kernels_[launch.kernel], launch.grid, args);
+      LUMINAL_CU(api.cuLaunchKernel(p.func, p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY, p.blockDimZ, 0,
+                                    stream, p.kernelParams, nullptr));
       what = kernels_[launch.kernel].name;
     }
     LUMINAL_CU(api.cuEventRecord(end, stream));
