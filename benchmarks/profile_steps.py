@@ -1,5 +1,6 @@
 """Per-step GPU times of luminal's CUDA plan for one benchmark config (LUMINAL_PROFILE=1: every
-kernel and library call runs on its own between events; slow, for finding where time goes).
+kernel and library call runs on its own between events, outside the CUDA graph; for finding where
+time goes).
 
     python benchmarks/profile_steps.py kaggle [--batch 2048] [--no-megakernel]
 """
@@ -30,6 +31,9 @@ def main() -> None:
         torch.cuda.synchronize()
         print(f"--- {args.config}, batch {args.batch}: one profiled call", flush=True)
         os.environ["LUMINAL_PROFILE"] = "1"  # read on every call
+        # A sleeping kernel first lets the host queue every step before the GPU reaches them, so that
+        # the per-step events time the GPU's work and not the host's launch latency.
+        torch.cuda._sleep(50_000_000)
         compiled(*inputs)
         torch.cuda.synchronize()
 

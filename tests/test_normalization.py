@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import luminal
 from helpers import FLOAT_DTYPES, check, non_contiguous, rand
 
 
@@ -88,4 +89,11 @@ def test_fused_rms_norm_compiles(device: str) -> None:
     if not hasattr(torch.ops.aten, "_fused_rms_norm"):
         pytest.skip("this torch has no _fused_rms_norm")
     weight = rand(8, device=device)
-    check(lambda t: torch.ops.aten._fused_rms_norm(t, [8], weight, 1e-5)[0], rand(4, 8, device=device))
+    fn = lambda t: torch.ops.aten._fused_rms_norm(t, [8], weight, 1e-5)[0]  # noqa: E731
+    if device == "cuda":
+        # Known gap: called directly on CUDA the op survives export undecomposed and runs in eager
+        # (nn.RMSNorm / F.rms_norm compile fully: test_models).
+        with pytest.warns(luminal.LuminalFallbackWarning, match="_fused_rms_norm"):
+            check(fn, rand(4, 8, device=device))
+        return
+    check(fn, rand(4, 8, device=device))

@@ -526,6 +526,11 @@ class KernelWriter {
       case ExprOp::Log2: return str_cat("log2", f, "(", arg(0), ")");
       case ExprOp::Log10: return str_cat("log10", f, "(", arg(0), ")");
       case ExprOp::Exp2: return str_cat("exp2", f, "(", arg(0), ")");
+      case ExprOp::Erfc: return str_cat("erfc", f, "(", arg(0), ")");
+      case ExprOp::Erfinv: return str_cat("erfinv", f, "(", arg(0), ")");
+      case ExprOp::Lgamma: return str_cat("lgamma", f, "(", arg(0), ")");
+      // torch's Chebyshev evaluation gives NaN for +-inf; CUDA's gives inf.
+      case ExprOp::I0: return str_cat("lm_i0_", sfx, "(", arg(0), ")");
       case ExprOp::GeluTanh: return str_cat("lm_gelu_tanh_", sfx, "(", arg(0), ")");
       case ExprOp::Floor: return str_cat("floor", f, "(", arg(0), ")");
       case ExprOp::Ceil: return str_cat("ceil", f, "(", arg(0), ")");
@@ -540,6 +545,7 @@ class KernelWriter {
       case ExprOp::Atan2: return str_cat("atan2", f, "(", arg(0), ", ", arg(1), ")");
       case ExprOp::Hypot: return str_cat("hypot", f, "(", arg(0), ", ", arg(1), ")");
       case ExprOp::Fmod: return str_cat("fmod", f, "(", arg(0), ", ", arg(1), ")");
+      case ExprOp::Copysign: return str_cat("copysign", f, "(", arg(0), ", ", arg(1), ")");
       case ExprOp::Max: return str_cat("lm_max_", sfx, "(", arg(0), ", ", arg(1), ")");
       case ExprOp::Min: return str_cat("lm_min_", sfx, "(", arg(0), ", ", arg(1), ")");
       case ExprOp::FloorDiv: return str_cat("floor", f, "(", arg(0), " / ", arg(1), ")");
@@ -580,6 +586,18 @@ class KernelWriter {
       case ExprOp::BitAnd: return str_cat("((", type, ")(", arg(0), " & ", arg(1), "))");
       case ExprOp::BitOr: return str_cat("((", type, ")(", arg(0), " | ", arg(1), "))");
       case ExprOp::BitXor: return str_cat("((", type, ")(", arg(0), " ^ ", arg(1), "))");
+      // torch's shifts: a negative or too large amount shifts everything out (left) or gives the
+      // sign fill (right); C++ leaves those undefined, so they are handled explicitly.
+      case ExprOp::Shl: {
+        const size_t bits = dtype_size(t) * 8;
+        return str_cat("((", arg(1), " < 0 || ", arg(1), " >= ", bits, ") ? (", type, ")0 : (", type, ")((", u, ")",
+                       arg(0), " << ", arg(1), "))");
+      }
+      case ExprOp::Shr: {
+        const size_t max_shift = dtype_size(t) * 8 - (t == DType::U8 ? 0 : 1);
+        return str_cat("((", arg(1), " < 0 || ", arg(1), " >= ", max_shift, ") ? (", type, ")(", arg(0), " >> ",
+                       max_shift, ") : (", type, ")(", arg(0), " >> ", arg(1), "))");
+      }
       case ExprOp::And: return str_cat("(", arg(0), " && ", arg(1), ")");
       case ExprOp::Or: return str_cat("(", arg(0), " || ", arg(1), ")");
       default: fail("internal error: cannot emit ", ir::expr_op_name(e->op), " on ", dtype_name(e->dtype));
@@ -1094,8 +1112,10 @@ __device__ __forceinline__ float lm_max_f(float a, float b) { return a != a ? a 
 __device__ __forceinline__ float lm_min_f(float a, float b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
 __device__ __forceinline__ double lm_max_d(double a, double b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
 __device__ __forceinline__ double lm_min_d(double a, double b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
-__device__ __forceinline__ float lm_sign_f(float x) { return x != x ? x : (float)((0.0f < x) - (x < 0.0f)); }
-__device__ __forceinline__ double lm_sign_d(double x) { return x != x ? x : (double)((0.0 < x) - (x < 0.0)); }
+__device__ __forceinline__ float lm_sign_f(float x) { return (float)((0.0f < x) - (x < 0.0f)); }  // NaN -> 0, as torch
+__device__ __forceinline__ float lm_i0_f(float x) { return isinf(x) ? (x - x) : cyl_bessel_i0f(x); }
+__device__ __forceinline__ double lm_i0_d(double x) { return isinf(x) ? (x - x) : cyl_bessel_i0(x); }
+__device__ __forceinline__ double lm_sign_d(double x) { return (double)((0.0 < x) - (x < 0.0)); }
 __device__ __forceinline__ float lm_pymod_f(float a, float b) { float m = fmodf(a, b); if (m != 0.0f && ((b < 0.0f) != (m < 0.0f))) m += b; return m; }
 __device__ __forceinline__ double lm_pymod_d(double a, double b) { double m = fmod(a, b); if (m != 0.0 && ((b < 0.0) != (m < 0.0))) m += b; return m; }
 __device__ __forceinline__ float lm_gelu_tanh_f(float x) { return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * (x * x * x)))); }

@@ -287,6 +287,7 @@ void register_elementwise_ops(Registry& registry) {
   registry.add(aten + "pow.Scalar", translate_pow);
   registry.add(aten + "atan2.default", binary<ExprOp::Atan2>);
   registry.add(aten + "hypot.default", binary<ExprOp::Hypot>);
+  registry.add(aten + "remainder.Scalar_Tensor", binary<ExprOp::Mod>);
   registry.add(aten + "floor_divide.default", [](Context& ctx, const pt2::Node& node) {
     // Floating floor division must follow torch's fmod-based rounding (floor(a / b) differs,
     // e.g. 1.0 // 0.1 is 9 in torch); until that is implemented only integers are accepted.
@@ -295,6 +296,9 @@ void register_elementwise_ops(Registry& registry) {
     translate_binary(ctx, node, ExprOp::FloorDiv);
   });
   registry.add(aten + "clamp_min.default", translate_clamp);
+  registry.add(aten + "clamp_min.Tensor", translate_clamp);
+  registry.add(aten + "clamp_max.Tensor", translate_clamp);
+  registry.add(aten + "sgn.default", unary<ExprOp::Sign>);  // sign for real dtypes
   registry.add(aten + "clamp_max.default", translate_clamp);
   registry.add(aten + "leaky_relu.default", translate_leaky_relu);
   registry.add(aten + "hardtanh.default", translate_hardtanh);

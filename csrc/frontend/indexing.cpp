@@ -381,6 +381,8 @@ void register_index_ops(Registry& registry) {
   registry.add("torch.ops.aten.slice_scatter.default", translate_slice_scatter);
   registry.add("torch.ops.aten.select_scatter.default", translate_select_scatter);
   registry.add("torch.ops.aten.index.Tensor", translate_index);
+  // Bounds-checked like index.Tensor: an out-of-range index raises instead of reading past the end.
+  registry.add("torch.ops.aten._unsafe_index.Tensor", translate_index);
   registry.add("torch.ops.aten.index_select.default", translate_index_select);
   registry.add("torch.ops.aten.embedding.default", translate_embedding);
 }

@@ -1,4 +1,6 @@
-// Matrix products: mm, bmm, addmm, t.
+// Matrix products: mm, bmm, addmm, baddbmm, mv, addmv, addr, dot/vdot, t.
+#include <cmath>
+
 #include "common/error.h"
 #include "frontend/translate.h"
 
@@ -35,6 +37,109 @@ void translate_t(Context& ctx, const pt2::Node& node) {
   ctx.set_output(node, b.rank(x) < 2 ? x : b.transpose(x, 0, 1));
 }
 
+// beta * self + alpha * product (the product of the factors, self broadcast against them), in
+// float for half types and rounded once, as torch's kernels do. beta == 0 ignores self entirely
+// (NaN/inf included), as torch does. Bool results combine with and/or, as torch's addr.
+NodeId scaled_sum(Builder& b, NodeId self, const std::vector<NodeId>& factors, double beta, double alpha, DType dtype) {
+  const DType compute = is_floating(dtype) ? float_compute_dtype(dtype) : dtype;
+  std::vector<Operand> operands{Operand::of(self)};
+  for (NodeId f : factors) operands.push_back(Operand::of(f));
+  return b.elementwise(operands, compute, dtype, [&](const std::vector<Expr>& v) {
+    Expr product = v[1];
+    for (size_t k = 2; k < v.size(); ++k) {
+      product = dtype == DType::Bool ? ir::binary(ir::ExprOp::And, product, v[k]) : ir::mul(product, v[k]);
+    }
+    if (dtype == DType::Bool) {
+      const Expr scaled_product = alpha != 0.0 ? product : ir::bool_const(false);
+      return beta != 0.0 ? ir::binary(ir::ExprOp::Or, v[0], scaled_product) : scaled_product;
+    }
+    const Expr scaled_product = alpha == 1.0 ? product : ir::mul(ir::scalar_const(alpha, compute), product);
+    if (beta == 0.0) return scaled_product;
+    const Expr scaled_self = beta == 1.0 ? v[0] : ir::mul(v[0], ir::scalar_const(beta, compute));
+    return ir::add(scaled_self, scaled_product);
+  });
+}
+
+// Scalars beta/alpha: integer results need integral values (torch raises otherwise).
+std::pair<double, double> beta_alpha(Context& ctx, const pt2::Node& node, DType dtype) {
+  const double beta = ctx.float_arg(node, "beta", 1.0), alpha = ctx.float_arg(node, "alpha", 1.0);
+  if (!is_floating(dtype)) {
+    LUMINAL_CHECK(beta == std::floor(beta) && alpha == std::floor(alpha), "integer ", dtype_name(dtype),
+                  " product with fractional beta ", beta, " or alpha ", alpha);
+  }
+  return {beta, alpha};
+}
+
+// sum_k a[.., k] * v[k] for integer types (matmul handles floating types only).
+NodeId integer_matvec(Builder& b, NodeId mat, NodeId vec) {
+  const Shape ms = b.shape(mat), vs = b.shape(vec);
+  b.assert_equal(ms[1], vs[0], "matrix-vector inner dimensions");
+  const DType dtype = b.dtype(mat);
+  const Expr body = ir::mul(ir::load(0, dtype, {ir::loop_var(0), ir::reduce_var(0)}), ir::load(1, dtype, {ir::reduce_var(0)}));
+  return b.reduce(dtype, {ms[0]}, {mat, vec}, body, ir::ReduceOp::Sum, {ms[1]});
+}
+
+// mat [n, m] @ vec [m] -> [n]
+NodeId matvec(Builder& b, NodeId mat, NodeId vec) {
+  LUMINAL_CHECK(b.rank(mat) == 2 && b.rank(vec) == 1, "mv needs a matrix and a vector, got ",
+                ir::node_signature(b.node(mat)), " and ", ir::node_signature(b.node(vec)));
+  LUMINAL_CHECK(b.dtype(mat) == b.dtype(vec), "mv operands must share a dtype, got ", dtype_name(b.dtype(mat)),
+                " and ", dtype_name(b.dtype(vec)));
+  LUMINAL_CHECK(b.dtype(mat) != DType::Bool, "mv of bool tensors");
+  if (!is_floating(b.dtype(mat))) return integer_matvec(b, mat, vec);
+  const Expr m = b.shape(vec)[0];
+  return b.reshape(b.matmul(mat, b.reshape(vec, {m, ir::int_const(1)})), {b.shape(mat)[0]});
+}
+
+void translate_mv(Context& ctx, const pt2::Node& node) {
+  ctx.set_output(node, matvec(ctx.builder(), ctx.tensor(node, "self"), ctx.tensor(node, "vec")));
+}
+
+// addmv(self, mat, vec, beta, alpha) = beta*self + alpha*(mat @ vec)
+void translate_addmv(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const DType dtype = ctx.out_dtype(node);
+  const NodeId product = matvec(b, ctx.tensor(node, "mat"), ctx.tensor(node, "vec"));
+  const auto [beta, alpha] = beta_alpha(ctx, node, dtype);
+  ctx.set_output(node, scaled_sum(b, ctx.tensor(node, "self"), {product}, beta, alpha, dtype));
+}
+
+// baddbmm(self, batch1, batch2, beta, alpha) = beta*self + alpha*(batch1 @ batch2)
+void translate_baddbmm(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const DType dtype = ctx.out_dtype(node);
+  const NodeId product = b.matmul(ctx.tensor(node, "batch1"), ctx.tensor(node, "batch2"));
+  const auto [beta, alpha] = beta_alpha(ctx, node, dtype);
+  ctx.set_output(node, scaled_sum(b, ctx.tensor(node, "self"), {product}, beta, alpha, dtype));
+}
+
+// addr(self, vec1, vec2, beta, alpha) = beta*self + alpha*outer(vec1, vec2)
+void translate_addr(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const DType dtype = ctx.out_dtype(node);
+  const NodeId v1 = ctx.tensor(node, "vec1"), v2 = ctx.tensor(node, "vec2");
+  LUMINAL_CHECK(b.rank(v1) == 1 && b.rank(v2) == 1, "addr needs two vectors, got ", ir::node_signature(b.node(v1)),
+                " and ", ir::node_signature(b.node(v2)));
+  const auto [beta, alpha] = beta_alpha(ctx, node, dtype);
+  ctx.set_output(node, scaled_sum(b, ctx.tensor(node, "self"), {b.unsqueeze(v1, 1), b.unsqueeze(v2, 0)}, beta, alpha, dtype));
+}
+
+// dot / vdot (real): sum of products of two vectors, accumulated in float for half types and in
+// the dtype itself for integers (no promotion to int64, as torch).
+void translate_dot(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "self"), y = ctx.tensor(node, ctx.find_arg(node, "tensor") ? "tensor" : "other");
+  const DType dtype = b.dtype(x);
+  LUMINAL_CHECK(b.rank(x) == 1 && b.rank(y) == 1 && dtype == b.dtype(y) && dtype != DType::Bool,
+                "dot needs two vectors of one numeric dtype, got ", ir::node_signature(b.node(x)), " and ",
+                ir::node_signature(b.node(y)));
+  b.assert_equal(b.shape(x)[0], b.shape(y)[0], "dot vector lengths");
+  const DType compute = is_floating(dtype) ? float_compute_dtype(dtype) : dtype;
+  const Expr r = ir::reduce_var(0);
+  const Expr body = ir::mul(ir::cast(ir::load(0, dtype, {r}), compute), ir::cast(ir::load(1, dtype, {r}), compute));
+  ctx.set_output(node, b.cast(b.reduce(compute, {}, {x, y}, body, ir::ReduceOp::Sum, {b.shape(x)[0]}), dtype));
+}
+
 }  // namespace
 
 void register_linalg_ops(Registry& registry) {
@@ -42,6 +147,12 @@ void register_linalg_ops(Registry& registry) {
   registry.add("torch.ops.aten.bmm.default", translate_mm);
   registry.add("torch.ops.aten.addmm.default", translate_addmm);
   registry.add("torch.ops.aten.t.default", translate_t);
+  registry.add("torch.ops.aten.baddbmm.default", translate_baddbmm);
+  registry.add("torch.ops.aten.addr.default", translate_addr);
+  registry.add("torch.ops.aten.dot.default", translate_dot);
+  registry.add("torch.ops.aten.vdot.default", translate_dot);
+  registry.add("torch.ops.aten.mv.default", translate_mv);
+  registry.add("torch.ops.aten.addmv.default", translate_addmv);
 }
 
 }  // namespace luminal::frontend

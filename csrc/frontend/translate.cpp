@@ -136,6 +136,10 @@ const Registry& Registry::instance() {
     register_constructor_ops(r);
     register_reduction_ops(r);
     register_window_ops(r);
+    register_activation_ops(r);
+    register_math_ops(r);
+    register_sorting_ops(r);
+    register_misc_core_ops(r);
     return r;
   }();
   return registry;

@@ -91,6 +91,8 @@ class Context {
   Expr sym_value(const std::string& name) const;
   Shape meta_shape(const std::string& tensor_name) const;
   DType meta_dtype(const std::string& tensor_name) const;
+  // Export metadata of a tensor value (sizes, strides, storage offset).
+  const pt2::TensorMeta& tensor_meta(const std::string& tensor_name) const { return meta(tensor_name); }
 
  private:
   const pt2::TensorMeta& meta(const std::string& tensor_name) const;
@@ -111,5 +113,9 @@ void register_embedding_ops(Registry& registry);
 void register_constructor_ops(Registry& registry);
 void register_reduction_ops(Registry& registry);
 void register_window_ops(Registry& registry);
+void register_activation_ops(Registry& registry);
+void register_math_ops(Registry& registry);
+void register_sorting_ops(Registry& registry);
+void register_misc_core_ops(Registry& registry);
 
 }  // namespace luminal::frontend

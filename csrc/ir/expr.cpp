@@ -597,13 +597,17 @@ Expr binary(ExprOp op, Expr a, Expr b) {
   const DType dtype = a->dtype;
   const bool logical = op == ExprOp::And || op == ExprOp::Or;
   if (logical) require(dtype == DType::Bool, expr_op_name(op), "operands must be bool");
+  if (op == ExprOp::Shl || op == ExprOp::Shr) {
+    require(!is_floating(dtype) && dtype != DType::Bool, expr_op_name(op), "operands must be integral");
+  }
   if (op == ExprOp::BitAnd || op == ExprOp::BitOr || op == ExprOp::BitXor) {
     require(!is_floating(dtype), expr_op_name(op), "operands must be integral or bool");
   }
   if (op == ExprOp::FloorDiv || op == ExprOp::Mod) {
     require(dtype != DType::Bool, expr_op_name(op), "operands must not be bool");
   }
-  if (op == ExprOp::Div || op == ExprOp::Pow || op == ExprOp::Atan2 || op == ExprOp::Hypot || op == ExprOp::Fmod) {
+  if (op == ExprOp::Div || op == ExprOp::Pow || op == ExprOp::Atan2 || op == ExprOp::Hypot || op == ExprOp::Fmod ||
+      op == ExprOp::Copysign) {
     require(is_floating(dtype), expr_op_name(op),
             str_cat("operands must be floating point, got ", dtype_name(dtype)));
   }

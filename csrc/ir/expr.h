@@ -66,6 +66,10 @@ namespace luminal::ir {
   X(Log2, 1, "log2")                 \
   X(Log10, 1, "log10")               \
   X(Exp2, 1, "exp2")                 \
+  X(Erfc, 1, "erfc")                 \
+  X(Erfinv, 1, "erfinv")             \
+  X(Lgamma, 1, "lgamma")             \
+  X(I0, 1, "i0")                     \
   /* binary arithmetic */            \
   X(Add, 2, "add")                   \
   X(Sub, 2, "sub")                   \
@@ -79,6 +83,9 @@ namespace luminal::ir {
   X(Atan2, 2, "atan2")               \
   X(Hypot, 2, "hypot")               \
   X(Fmod, 2, "fmod")                 \
+  X(Copysign, 2, "copysign")         \
+  X(Shl, 2, "shl")                   \
+  X(Shr, 2, "shr")                   \
   X(BitAnd, 2, "bitand")             \
   X(BitOr, 2, "bitor")               \
   X(BitXor, 2, "bitxor")             \

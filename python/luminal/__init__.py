@@ -7,6 +7,8 @@ PT2 archive in memory and hands it to the C++ core, which translates it to its o
 and runs it. Parameters are passed by pointer on every call; they are never copied or serialized.
 """
 
+import torch  # noqa: F401  (first: the extension links against libtorch, which torch loads)
+
 from luminal import _cuda_libraries  # noqa: F401  (registers where NVRTC and cuBLASLt live)
 from luminal._C import LuminalError, clear_kernel_cache
 from luminal.backend import CompiledFunction, compile_count, luminal_backend, reset_compile_count

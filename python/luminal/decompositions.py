@@ -1,7 +1,7 @@
 """Decompositions luminal adds to torch.export's Core-ATen table.
 
 Some fused kernels survive export on CUDA (they are not Core ATen and have no default
-decomposition): RMSNorm (``_fused_rms_norm``) and memory-efficient attention. Decomposed here
+decomposition): RMSNorm (``_fused_rms_norm``) and the efficient, flash and cuDNN attention kernels. Decomposed here
 into the primitives luminal translates, they compile instead of running in eager.
 """
 
@@ -36,6 +36,31 @@ def _rms_norm(
     return _fused_rms_norm(input, normalized_shape, weight, eps)[0]
 
 
+def _attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_bias: torch.Tensor | None,
+    dropout_p: float,
+    is_causal: bool,
+    scale: float | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention as matmuls and a softmax in float32 (inference: dropout must be 0). Returns the
+    output in the query's dtype and the float32 scores (for the log-sum-exp outputs)."""
+    if dropout_p != 0.0:
+        raise NotImplementedError("luminal decomposes attention for inference only (dropout_p must be 0)")
+    factor = scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
+    scores = (query.float() @ key.float().transpose(-2, -1)) * factor
+    if is_causal:  # top-left aligned, as torch's kernels
+        rows = torch.arange(query.shape[-2], device=query.device)
+        columns = torch.arange(key.shape[-2], device=query.device)
+        scores = scores.masked_fill(rows[:, None] < columns[None, :], float("-inf"))
+    if attn_bias is not None:
+        scores = scores + attn_bias
+    output = (torch.softmax(scores, -1) @ value.float()).to(query.dtype)
+    return output, scores
+
+
 def _efficient_attention(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -47,18 +72,7 @@ def _efficient_attention(
     *,
     scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Attention as matmuls and a softmax (inference: dropout must be 0)."""
-    if dropout_p != 0.0:
-        raise NotImplementedError("luminal decomposes attention for inference only (dropout_p must be 0)")
-    factor = scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
-    scores = (query.float() @ key.float().transpose(-2, -1)) * factor
-    if is_causal:
-        rows = torch.arange(query.shape[-2], device=query.device)
-        columns = torch.arange(key.shape[-2], device=query.device)
-        scores = scores.masked_fill(rows[:, None] < columns[None, :], float("-inf"))
-    if attn_bias is not None:
-        scores = scores + attn_bias
-    output = (torch.softmax(scores, -1) @ value.float()).to(query.dtype)
+    output, scores = _attention(query, key, value, attn_bias, dropout_p, is_causal, scale)
     if compute_log_sumexp:
         log_sumexp = torch.logsumexp(scores, -1)
     else:
@@ -67,8 +81,55 @@ def _efficient_attention(
     return output, log_sumexp, seed, seed.clone()
 
 
+def _flash_or_cudnn_outputs(
+    output: torch.Tensor, scores: torch.Tensor, query: torch.Tensor, key: torch.Tensor
+) -> tuple[Any, ...]:
+    """The flash/cuDNN attention result tuple: output, log-sum-exp, then the training-only
+    outputs (sequence offsets, RNG state, debug mask) as empty tensors."""
+    empty = torch.empty(0, dtype=torch.int32, device=query.device)
+    seed = torch.empty(0, dtype=torch.int64, device=query.device)
+    debug = torch.empty(0, dtype=query.dtype, device=query.device)
+    log_sumexp = torch.logsumexp(scores, -1)
+    return output, log_sumexp, empty, empty.clone(), query.shape[-2], key.shape[-2], seed, seed.clone(), debug
+
+
+def _flash_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    return_debug_mask: bool = False,
+    *,
+    scale: float | None = None,
+) -> tuple[Any, ...]:
+    output, scores = _attention(query, key, value, None, dropout_p, is_causal, scale)
+    return _flash_or_cudnn_outputs(output, scores, query, key)
+
+
+def _cudnn_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_bias: torch.Tensor | None,
+    compute_log_sumexp: bool,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    return_debug_mask: bool = False,
+    *,
+    scale: float | None = None,
+) -> tuple[Any, ...]:
+    output, scores = _attention(query, key, value, attn_bias, dropout_p, is_causal, scale)
+    return _flash_or_cudnn_outputs(output, scores, query, key)
+
+
 def _extra() -> dict[Any, Any]:
-    table: dict[Any, Any] = {aten._scaled_dot_product_efficient_attention.default: _efficient_attention}
+    table: dict[Any, Any] = {
+        aten._scaled_dot_product_efficient_attention.default: _efficient_attention,
+        aten._scaled_dot_product_flash_attention.default: _flash_attention,
+    }
+    if hasattr(aten, "_scaled_dot_product_cudnn_attention"):
+        table[aten._scaled_dot_product_cudnn_attention.default] = _cudnn_attention
     if hasattr(aten, "_fused_rms_norm"):  # torch >= 2.8
         table[aten._fused_rms_norm.default] = _fused_rms_norm
     if hasattr(aten, "rms_norm"):
@@ -76,14 +137,30 @@ def _extra() -> dict[Any, Any]:
     return table
 
 
+# Translated for some forms only: the decomposition serves the rest (floor_divide of floats).
+_DECOMPOSED_THOUGH_TRANSLATED = frozenset({"torch.ops.aten.floor_divide.default"})
+
+
+def natively_translated() -> frozenset[str]:
+    """The ATen targets luminal's core translates itself ("torch.ops.aten.silu.default", ...)."""
+    from luminal import _C  # noqa: PLC0415 (the extension imports torch first)
+
+    return frozenset(_C.supported_targets())
+
+
 def decomposition_table() -> Any:
-    """torch.export's default (Core ATen) decompositions plus luminal's."""
+    """torch.export's default (Core ATen) decompositions plus luminal's, less the ops luminal
+    translates natively: those stay whole in the exported graph (one fused node, the native
+    kernel's numerics) instead of becoming a chain of Core-ATen ops."""
     if hasattr(torch.export, "default_decompositions"):
         table = torch.export.default_decompositions()
     else:  # torch 2.6
         from torch._decomp import core_aten_decompositions
 
         table = core_aten_decompositions()
+    native = natively_translated() - _DECOMPOSED_THOUGH_TRANSLATED
+    for op in [op for op in table.keys() if f"torch.ops.{op}" in native]:
+        del table[op]
     for op, fn in _extra().items():
         table[op] = fn
     return table

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.utils._pytree as pytree
 
+from luminal.decompositions import natively_translated
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -58,6 +60,8 @@ def _recipe_fingerprint() -> str:
     digest = hashlib.sha256()
     for module in ("backend.py", "decompositions.py", "export_cache.py"):
         digest.update((Path(__file__).parent / module).read_bytes())
+    # The ops kept whole by the export depend on the translators the core has.
+    digest.update(" ".join(sorted(natively_translated())).encode())
     try:
         digest.update(importlib.metadata.version("luminal").encode())
     except importlib.metadata.PackageNotFoundError:

@@ -65,7 +65,41 @@ class LuminalSupport(OperatorSupportBase):
         if node.target is operator.getitem:  # an output of a multi-output op goes where the op goes
             source = node.args[0]
             return isinstance(source, torch.fx.Node) and self.is_node_supported(submodules, source)
-        return target_name(node.target) in self.targets
+        if target_name(node.target) not in self.targets:
+            return False
+        return not self._feeds_eager_storage_reader(node)
+
+    def _feeds_eager_storage_reader(self, node: torch.fx.Node) -> bool:
+        """True when an eager op that reads raw storage (as_strided) depends on this node's memory
+        layout: through views of it, or directly when eager would lay it out non-contiguously. A
+        tensor crossing from a luminal partition is fresh and contiguous, so such a node (and the
+        views in between) must run in eager too, or the storage read would differ from eager's."""
+        for user in node.users:
+            if user.op != "call_function":
+                continue
+            if user.target in _STORAGE_READERS and (
+                target_name(user.target) not in self.targets or user.name in self.rejected_nodes
+            ):
+                if _is_view(node) or not _contiguous_in_eager(node):
+                    return True
+            elif _is_view(user) and self._feeds_eager_storage_reader(user):
+                return True
+        return False
+
+
+# Ops whose result depends on the operand's storage, not just its values.
+_STORAGE_READERS = frozenset({torch.ops.aten.as_strided.default})
+
+
+def _is_view(node: torch.fx.Node) -> bool:
+    """True for an op whose output aliases its input (a view in eager)."""
+    schema = getattr(node.target, "_schema", None)
+    return bool(schema and schema.returns and schema.returns[0].alias_info is not None)
+
+
+def _contiguous_in_eager(node: torch.fx.Node) -> bool:
+    value = node.meta.get("val")
+    return isinstance(value, torch.Tensor) and value.is_contiguous()
 
 
 def unsupported_nodes(graph: torch.fx.Graph, support: LuminalSupport | None = None) -> dict[str, list[str]]:

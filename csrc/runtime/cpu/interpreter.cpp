@@ -150,6 +150,51 @@ int64_t float_to_int(F value) {
   return static_cast<int64_t>(value);
 }
 
+// Inverse error function: a rational first guess refined by Newton steps on erf (double
+// precision; C++ has no erfinv). +-1 give +-inf, |x| > 1 and NaN give NaN, as in torch.
+double erfinv(double x) {
+  if (!(x > -1.0 && x < 1.0)) {
+    if (x == 1.0) return std::numeric_limits<double>::infinity();
+    if (x == -1.0) return -std::numeric_limits<double>::infinity();
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  // Giles' single-precision approximation ("Approximating the erfinv function", 2010).
+  double w = -std::log((1.0 - x) * (1.0 + x)), p;
+  if (w < 5.0) {
+    w -= 2.5;
+    p = 2.81022636e-08;
+    for (const double c : {3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+                           -0.00417768164, 0.246640727, 1.50140941}) {
+      p = c + p * w;
+    }
+  } else {
+    w = std::sqrt(w) - 3.0;
+    p = -0.000200214257;
+    for (const double c : {0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+                           0.00943887047, 1.00167406, 2.83297682}) {
+      p = c + p * w;
+    }
+  }
+  double y = p * x;
+  constexpr double kTwoOverSqrtPi = 1.1283791670955126;
+  for (int step = 0; step < 3; ++step) y -= (std::erf(y) - x) / (kTwoOverSqrtPi * std::exp(-y * y));
+  return y;
+}
+
+// Modified Bessel function of the first kind, order 0: its power series (positive terms, no
+// cancellation). Infinite inputs give NaN as torch's Chebyshev evaluation does.
+double bessel_i0(double x) {
+  if (!std::isfinite(x)) return std::numeric_limits<double>::quiet_NaN();
+  const double quarter_x2 = x * x / 4.0;
+  double term = 1.0, sum = 1.0;
+  for (int k = 1; k < 2000 && term > sum * 1e-17; ++k) {
+    term *= quarter_x2 / (static_cast<double>(k) * k);
+    sum += term;
+    if (std::isinf(sum)) break;
+  }
+  return sum;
+}
+
 template <typename T>
 T nan_max(T a, T b) {
   if (a != a) return a;
@@ -205,13 +250,18 @@ void unary_float(ExprOp op, const T* a, T* out, int n) {
     case ExprOp::Log2: map1(a, out, n, [](T x) { return std::log2(x); }); break;
     case ExprOp::Log10: map1(a, out, n, [](T x) { return std::log10(x); }); break;
     case ExprOp::Exp2: map1(a, out, n, [](T x) { return std::exp2(x); }); break;
+    case ExprOp::Erfc: map1(a, out, n, [](T x) { return std::erfc(x); }); break;
+    case ExprOp::Erfinv: map1(a, out, n, [](T x) { return static_cast<T>(erfinv(x)); }); break;
+    case ExprOp::Lgamma: map1(a, out, n, [](T x) { return std::lgamma(x); }); break;
+    case ExprOp::I0: map1(a, out, n, [](T x) { return static_cast<T>(bessel_i0(x)); }); break;
     case ExprOp::GeluTanh: map1(a, out, n, [](T x) { return gelu_tanh(x); }); break;
     case ExprOp::Floor: map1(a, out, n, [](T x) { return std::floor(x); }); break;
     case ExprOp::Ceil: map1(a, out, n, [](T x) { return std::ceil(x); }); break;
     case ExprOp::Trunc: map1(a, out, n, [](T x) { return std::trunc(x); }); break;
     case ExprOp::Round: map1(a, out, n, [](T x) { return std::nearbyint(x); }); break;
     case ExprOp::Sign:
-      map1(a, out, n, [](T x) { return x != x ? x : static_cast<T>((T(0) < x) - (x < T(0))); });
+      // torch: (0 < x) - (x < 0), so NaN gives 0.
+      map1(a, out, n, [](T x) { return static_cast<T>((T(0) < x) - (x < T(0))); });
       break;
     default: fail("internal error: unary op ", ir::expr_op_name(op), " on floating lanes");
   }
@@ -250,6 +300,7 @@ void binary_float(ExprOp op, const T* a, const T* b, T* out, int n) {
     case ExprOp::Atan2: map2(a, b, out, n, [](T x, T y) { return std::atan2(x, y); }); break;
     case ExprOp::Hypot: map2(a, b, out, n, [](T x, T y) { return std::hypot(x, y); }); break;
     case ExprOp::Fmod: map2(a, b, out, n, [](T x, T y) { return std::fmod(x, y); }); break;
+    case ExprOp::Copysign: map2(a, b, out, n, [](T x, T y) { return std::copysign(x, y); }); break;
     case ExprOp::Max: map2(a, b, out, n, [](T x, T y) { return nan_max(x, y); }); break;
     case ExprOp::Min: map2(a, b, out, n, [](T x, T y) { return nan_min(x, y); }); break;
     case ExprOp::FloorDiv: map2(a, b, out, n, [](T x, T y) { return std::floor(x / y); }); break;
@@ -258,7 +309,20 @@ void binary_float(ExprOp op, const T* a, const T* b, T* out, int n) {
   }
 }
 
-void binary_int(ExprOp op, const int64_t* a, const int64_t* b, int64_t* out, int n, const std::string& origin) {
+// torch's shifts of a `bits`-wide integer: shifting left by a negative or too large amount gives 0,
+// shifting right by one gives the sign fill. Lanes hold the value sign- or zero-extended.
+int64_t shift_left(int64_t a, int64_t b, int bits) {
+  if (b < 0 || b >= bits) return 0;
+  return static_cast<int64_t>(static_cast<uint64_t>(a) << b);
+}
+int64_t shift_right(int64_t a, int64_t b, int bits, bool is_signed) {
+  const int max_shift = bits - (is_signed ? 1 : 0);
+  if (b < 0 || b >= max_shift) return max_shift >= 64 ? 0 : a >> max_shift;
+  return a >> b;
+}
+
+void binary_int(ExprOp op, const int64_t* a, const int64_t* b, int64_t* out, int n, DType dtype,
+                const std::string& origin) {
   auto check_divisor = [&] {
     for (int i = 0; i < n; ++i) {
       if (b[i] == 0) fail("integer division by zero in ", origin);
@@ -289,6 +353,17 @@ void binary_int(ExprOp op, const int64_t* a, const int64_t* b, int64_t* out, int
     case ExprOp::BitAnd: map2(a, b, out, n, [](int64_t x, int64_t y) { return x & y; }); break;
     case ExprOp::BitOr: map2(a, b, out, n, [](int64_t x, int64_t y) { return x | y; }); break;
     case ExprOp::BitXor: map2(a, b, out, n, [](int64_t x, int64_t y) { return x ^ y; }); break;
+    case ExprOp::Shl: {
+      const int bits = static_cast<int>(dtype_size(dtype) * 8);
+      map2(a, b, out, n, [bits](int64_t x, int64_t y) { return shift_left(x, y, bits); });
+      break;
+    }
+    case ExprOp::Shr: {
+      const int bits = static_cast<int>(dtype_size(dtype) * 8);
+      const bool is_signed = dtype != DType::U8;
+      map2(a, b, out, n, [bits, is_signed](int64_t x, int64_t y) { return shift_right(x, y, bits, is_signed); });
+      break;
+    }
     case ExprOp::And: map2(a, b, out, n, [](int64_t x, int64_t y) { return static_cast<int64_t>(x && y); }); break;
     case ExprOp::Or: map2(a, b, out, n, [](int64_t x, int64_t y) { return static_cast<int64_t>(x || y); }); break;
     default: fail("internal error: binary op ", ir::expr_op_name(op), " on integer lanes");
@@ -580,7 +655,7 @@ void eval_instruction(const Program& program, size_t r, Registers& regs, int n, 
         switch (in.lane) {
           case Lane::F32: binary_float(in.op, regs.f32(in.a), regs.f32(in.b), regs.f32(out), n); break;
           case Lane::F64: binary_float(in.op, regs.f64(in.a), regs.f64(in.b), regs.f64(out), n); break;
-          case Lane::I64: binary_int(in.op, regs.i64(in.a), regs.i64(in.b), regs.i64(out), n, program.origin()); break;
+          case Lane::I64: binary_int(in.op, regs.i64(in.a), regs.i64(in.b), regs.i64(out), n, in.dtype, program.origin()); break;
         }
       }
       break;

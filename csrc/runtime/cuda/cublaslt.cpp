@@ -135,7 +135,7 @@ Matmul::Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOpe
   check(api.cublasLtMatmulPreferenceSetAttribute(d_->preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                  &max_workspace, sizeof max_workspace),
         "cublasLtMatmulPreferenceSetAttribute");
-  constexpr int kCandidates = 8;
+  constexpr int kCandidates = 32;  // split-K and small-tile variants rank low but win on skinny shapes
   cublasLtMatmulHeuristicResult_t results[kCandidates]{};
   int found = 0;
   check(api.cublasLtMatmulAlgoGetHeuristic(handle(), d_->matmul, d_->a, d_->b, d_->c, d_->c, d_->preference,

@@ -864,49 +864,69 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
   if (env_flag("LUMINAL_SYNC_CHECK")) raise_pending_errors(instance, /*wait=*/true);
 }
 
-// LUMINAL_PROFILE=1: every step is launched on its own between events, the stream synchronized
-// after each, and the times printed: slow, for finding slow or failing kernels.
+// LUMINAL_PROFILE=1: every step is launched on its own between its own pair of events and the times
+// printed after one synchronization at the end: slow, for finding slow or failing kernels. The times
+// are GPU times only when the host runs ahead of the GPU (benchmarks/profile_steps.py queues a sleep
+// kernel first); otherwise a step's time also holds the host's launch latency.
 void Executor::run_steps_one_by_one(Instance& instance, void* raw_stream) {
   const CUstream stream = static_cast<CUstream>(raw_stream);
   const cuda::DriverApi& api = cuda::driver();
-  CUevent start = nullptr, end = nullptr;
-  LUMINAL_CU(api.cuEventCreate(&start, CU_EVENT_DEFAULT));
-  LUMINAL_CU(api.cuEventCreate(&end, CU_EVENT_DEFAULT));
-  size_t launch_index = 0, matmul_index = 0;
-  float total = 0;
-  for (const Step& step : steps_) {
-    const Node& node = graph_->node(step.node);
-    if (product(instance.buffers[node.id].sizes) == 0) {
-      matmul_index += step.is_matmul;
-      continue;
-    }
-    LUMINAL_CU(api.cuEventRecord(start, stream));
+  struct Timed {
+    int node;
     std::string what;
-    if (step.is_matmul) {
-      instance.matmuls[matmul_index++]->run(reinterpret_cast<void*>(instance.buffers[node.id].ptr),
-                                            instance.workspace, stream);
-      what = "cublasLt";
-    } else {
-      Instance::Launch& launch = instance.launches[launch_index++];
-      void* args[] = {launch.fields.data()};
-      const CUDA_KERNEL_NODE_PARAMS p =
-          kernel_node(device_->functions[launch.kernel], kernels_[launch.kernel], launch.grid, args);
-      LUMINAL_CU(api.cuLaunchKernel(p.func, p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY, p.blockDimZ, 0,
-                                    stream, p.kernelParams, nullptr));
-      what = kernels_[launch.kernel].name;
+    CUevent start = nullptr, end = nullptr;
+  };
+  std::vector<Timed> timed;
+  timed.reserve(steps_.size());
+  const auto destroy_events = [&] {
+    for (const Timed& t : timed) {
+      if (t.start) api.cuEventDestroy(t.start);
+      if (t.end) api.cuEventDestroy(t.end);
     }
-    LUMINAL_CU(api.cuEventRecord(end, stream));
+  };
+  try {
+    size_t launch_index = 0, matmul_index = 0;
+    for (const Step& step : steps_) {
+      const Node& node = graph_->node(step.node);
+      if (product(instance.buffers[node.id].sizes) == 0) {
+        matmul_index += step.is_matmul;
+        continue;
+      }
+      Timed& t = timed.emplace_back(Timed{node.id, {}});
+      LUMINAL_CU(api.cuEventCreate(&t.start, CU_EVENT_DEFAULT));
+      LUMINAL_CU(api.cuEventCreate(&t.end, CU_EVENT_DEFAULT));
+      LUMINAL_CU(api.cuEventRecord(t.start, stream));
+      if (step.is_matmul) {
+        instance.matmuls[matmul_index++]->run(reinterpret_cast<void*>(instance.buffers[node.id].ptr),
+                                              instance.workspace, stream);
+        t.what = "cublasLt";
+      } else {
+        Instance::Launch& launch = instance.launches[launch_index++];
+        void* args[] = {launch.fields.data()};
+        const CUDA_KERNEL_NODE_PARAMS p =
+            kernel_node(device_->functions[launch.kernel], kernels_[launch.kernel], launch.grid, args);
+        LUMINAL_CU(api.cuLaunchKernel(p.func, p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY,
+                                      p.blockDimZ, 0, stream, p.kernelParams, nullptr));
+        t.what = kernels_[launch.kernel].name;
+      }
+      LUMINAL_CU(api.cuEventRecord(t.end, stream));
+    }
     ++stats_.host_syncs;
-    LUMINAL_CU(api.cuEventSynchronize(end));
-    float ms = 0;
-    LUMINAL_CU(api.cuEventElapsedTime(&ms, start, end));
-    total += ms;
-    std::fprintf(stderr, "[luminal cuda] %%%d %-24s %9.1f us  %s\n", node.id, what.c_str(), ms * 1000.0f,
-                 node.origin.c_str());
+    if (!timed.empty()) LUMINAL_CU(api.cuEventSynchronize(timed.back().end));
+    float total = 0;
+    for (const Timed& t : timed) {
+      float ms = 0;
+      LUMINAL_CU(api.cuEventElapsedTime(&ms, t.start, t.end));
+      total += ms;
+      std::fprintf(stderr, "[luminal cuda] %%%d %-24s %9.1f us  %s\n", t.node, t.what.c_str(), ms * 1000.0f,
+                   graph_->node(t.node).origin.c_str());
+    }
+    std::fprintf(stderr, "[luminal cuda] total %.1f us over %zu steps\n", total * 1000.0f, timed.size());
+  } catch (...) {
+    destroy_events();
+    throw;
   }
-  std::fprintf(stderr, "[luminal cuda] total %.1f us over %zu steps\n", total * 1000.0f, steps_.size());
-  api.cuEventDestroy(start);
-  api.cuEventDestroy(end);
+  destroy_events();
   raise_pending_errors(instance, /*wait=*/false);
 }
 
@@ -917,6 +937,7 @@ Stats Executor::stats() const {
 
 std::string check_codegen(const ir::Graph& graph, const std::string& arch, ir::Expr rows) {
   Executor executor(std::make_shared<const ir::Graph>(graph), std::move(rows));
+  dump_kernels(executor.module_source());
   cuda::compile_to_cubin(executor.module_source(), arch);
   return executor.module_source();
 }
