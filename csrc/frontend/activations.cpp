@@ -1,5 +1,5 @@
 // Activation functions that torch keeps as single kernels (silu, hardswish, mish, softplus, the
-// shrink/threshold family, celu, log-sigmoid, prelu). Translated whole instead of decomposed: one
+// shrink/threshold family, log-sigmoid, prelu; celu is with elu). Translated whole instead of decomposed: one
 // node each, computed in f32 for f16/bf16 and rounded once, as torch's kernels do.
 #include <algorithm>
 
@@ -94,17 +94,6 @@ void translate_threshold(Context& ctx, const pt2::Node& node) {
   }));
 }
 
-// celu(x, alpha) = x > 0 ? x : alpha * expm1(x / alpha)
-void translate_celu(Context& ctx, const pt2::Node& node) {
-  const double alpha = ctx.float_arg(node, "alpha", 1.0);
-  LUMINAL_CHECK(alpha != 0.0, "celu with alpha = 0 is undefined");
-  float_activation(ctx, node, "celu", [&](const Expr& x, DType t) {
-    const Expr negative =
-        ir::mul(constant(alpha, t), ir::unary(ExprOp::Expm1, ir::mul(x, constant(1.0 / alpha, t))));
-    return ir::where(ir::binary(ExprOp::Gt, x, constant(0, t)), x, negative);
-  });
-}
-
 // log_sigmoid_forward(x) -> (output, buffer). Output: min(x, 0) - log1p(exp(-|x|)), exact at
 // +-inf; the buffer (exp(-max(-x, 0)) + exp(-x - max(-x, 0)) on CPU, empty on CUDA) only serves
 // the backward.
@@ -164,7 +153,6 @@ void register_activation_ops(Registry& registry) {
   registry.add(aten + "hardshrink.default", translate_hardshrink);
   registry.add(aten + "softshrink.default", translate_softshrink);
   registry.add(aten + "threshold.default", translate_threshold);
-  registry.add(aten + "celu.default", translate_celu);
   registry.add(aten + "log_sigmoid_forward.default", translate_log_sigmoid_forward);
   registry.add(aten + "_prelu_kernel.default", translate_prelu);
 }

@@ -218,12 +218,10 @@ void translate_hardtanh(Context& ctx, const pt2::Node& node) {
 }
 
 // elu(x, alpha, scale, input_scale) = x > 0 ? scale * x : scale * alpha * expm1(x * input_scale)
-void translate_elu(Context& ctx, const pt2::Node& node) {
+void emit_elu(Context& ctx, const pt2::Node& node, double alpha, double scale, double input_scale) {
   Builder& b = ctx.builder();
   const DType out = ctx.out_dtype(node);
   LUMINAL_CHECK(is_floating(out), "elu needs a floating-point tensor, got ", dtype_name(out));
-  const double alpha = ctx.float_arg(node, "alpha", 1.0), scale = ctx.float_arg(node, "scale", 1.0);
-  const double input_scale = ctx.float_arg(node, "input_scale", 1.0);
   const DType compute = float_compute_dtype(out);
   ctx.set_output(node, b.elementwise({Operand::of(ctx.tensor(node, "self"))}, compute, out, [&](const std::vector<Expr>& v) {
     const Expr positive = ir::binary(ExprOp::Gt, v[0], ir::scalar_const(0, compute));
@@ -231,6 +229,18 @@ void translate_elu(Context& ctx, const pt2::Node& node) {
                                   ir::unary(ExprOp::Expm1, ir::mul(v[0], ir::scalar_const(input_scale, compute))));
     return ir::where(positive, ir::mul(v[0], ir::scalar_const(scale, compute)), negative);
   }));
+}
+
+void translate_elu(Context& ctx, const pt2::Node& node) {
+  emit_elu(ctx, node, ctx.float_arg(node, "alpha", 1.0), ctx.float_arg(node, "scale", 1.0),
+           ctx.float_arg(node, "input_scale", 1.0));
+}
+
+// celu(x, alpha) = elu(x, alpha, scale=1, input_scale=1/alpha)
+void translate_celu(Context& ctx, const pt2::Node& node) {
+  const double alpha = ctx.float_arg(node, "alpha", 1.0);
+  LUMINAL_CHECK(alpha != 0.0, "celu with alpha = 0 is undefined");
+  emit_elu(ctx, node, alpha, 1.0, 1.0 / alpha);
 }
 
 template <ExprOp Op>
@@ -303,6 +313,7 @@ void register_elementwise_ops(Registry& registry) {
   registry.add(aten + "leaky_relu.default", translate_leaky_relu);
   registry.add(aten + "hardtanh.default", translate_hardtanh);
   registry.add(aten + "elu.default", translate_elu);
+  registry.add(aten + "celu.default", translate_celu);
   registry.add(aten + "gelu.default", translate_gelu);
   registry.add(aten + "floor.default", unary<ExprOp::Floor>);
   registry.add(aten + "ceil.default", unary<ExprOp::Ceil>);

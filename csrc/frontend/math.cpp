@@ -241,16 +241,15 @@ void translate_masked_fill(Context& ctx, const pt2::Node& node) {
   ctx.set_output(node, filled);
 }
 
-// fill.Tensor(self, value): self's shape and dtype filled with a 0-d tensor's value.
+// fill.Tensor(self, value): self's shape and dtype filled with a 0-d tensor's value (self's
+// elements are never read).
 void translate_fill_tensor(Context& ctx, const pt2::Node& node) {
   Builder& b = ctx.builder();
-  const NodeId self = ctx.tensor(node, "self");
   const NodeId value = ctx.tensor(node, "value");
   LUMINAL_CHECK(b.rank(value) == 0, "fill needs a 0-dimensional value tensor, got rank ", b.rank(value));
+  const Shape shape = b.shape(ctx.tensor(node, "self"));
   const DType out = ctx.out_dtype(node);
-  const NodeId filled = b.elementwise({Operand::of(value), Operand::of(self)}, out, out,
-                                      [](const std::vector<Expr>& v) { return v[0]; });
-  ctx.set_output(node, filled);
+  ctx.set_output(node, b.pointwise(out, shape, {value}, ir::cast(b.broadcast_load(0, value, shape), out)));
 }
 
 void translate_zero(Context& ctx, const pt2::Node& node) {
