@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import check, rand
+from helpers import assert_same, check, compile_luminal, rand
 
 CASES = {
     "plain": dict(),
@@ -40,10 +40,28 @@ def test_sdpa(case: str, dtype: torch.dtype, device: str) -> None:
         return
     if mask_kind == "bool":
         mask = rand(q.shape[-2], k.shape[-2], dtype=torch.bool, device=device)
-        mask[:, 0] = True  # every query sees at least one key (an all-masked row is NaN in eager)
+        mask[:, 0] = True  # every query sees at least one key (all-masked rows: the test below)
     else:
         mask = rand(2, 1, q.shape[-2], k.shape[-2], dtype=dtype, device=device, low=-2, high=0)
     check(lambda a, b, c, m: F.scaled_dot_product_attention(a, b, c, attn_mask=m), q, k, v, mask, tolerance_scale=8)
+
+
+@pytest.mark.parametrize("mask_dtype", [torch.bool, torch.float32], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_sdpa_fully_masked_rows_are_zero(mask_dtype: torch.dtype, dtype: torch.dtype, device: str) -> None:
+    """A query that may attend to no key (a padding token) gets what eager gives, never NaN (NaN
+    there would spread to every token in the next layer). Eager gives zeros, except CUDA's bf16
+    kernel with a bool mask, which averages the values: luminal matches either."""
+    q, k, v = attention_inputs(dtype, device)
+    allowed = rand(q.shape[-2], k.shape[-2], dtype=torch.bool, device=device)
+    allowed[:, 0] = True
+    allowed[[1, 4]] = False
+    mask = allowed if mask_dtype == torch.bool else torch.zeros(allowed.shape, device=device, dtype=dtype)
+    if mask_dtype != torch.bool:
+        mask.masked_fill_(~allowed, float("-inf"))
+    attend = F.scaled_dot_product_attention
+    out = check(lambda a, b, c, m: attend(a, b, c, attn_mask=m), q, k, v, mask, tolerance_scale=8)
+    assert not out.isnan().any()
 
 
 def test_sdpa_grouped_query_heads(device: str) -> None:
@@ -57,3 +75,20 @@ def test_sdpa_grouped_query_heads(device: str) -> None:
         v,
         tolerance_scale=8,
     )
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_fused_attention_decomposition(is_causal: bool, device: str) -> None:
+    """The decomposition that replaces CUDA's fused attention kernels, run on any device: equal to
+    eager's attention, including zeros for queries that attend to nothing."""
+    from luminal.decompositions import _attention
+
+    q, k, v = attention_inputs(torch.float32, device)
+    bias = torch.zeros(q.shape[-2], k.shape[-2], device=device)
+    bias[2] = float("-inf")
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=False)
+    if is_causal:
+        expected = F.scaled_dot_product_attention(q, k, v, attn_mask=bias + torch.ones_like(bias).tril().log())
+    actual = compile_luminal(lambda a, b, c, m: _attention(a, b, c, m, 0.0, is_causal, None)[0])(q, k, v, bias)
+    assert_same(actual, expected, tolerance_scale=8)
+    assert torch.equal(actual[:, :, 2], torch.zeros_like(actual[:, :, 2]))

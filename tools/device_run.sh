@@ -4,6 +4,8 @@
 #   tools/device_run.sh build          build only
 #   tools/device_run.sh test [ARGS]    build, then pytest on CUDA (ARGS go to pytest)
 #   tools/device_run.sh bench [ARGS]   build, then benchmarks/dlrm_bench.py ARGS
+# Wheels in .gpu-wheels (optional; fetch with `pip download transformers --python-version 3.12
+# --only-binary=:all: --platform manylinux2014_x86_64 -d .gpu-wheels`, minus numpy) are installed first.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -13,6 +15,11 @@ export CC=/usr/bin/gcc CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 python3 -c 'import torch; print(torch.__version__, torch.cuda.is_available(), torch.cuda.get_device_name())' >> "$OUT/gpu.txt" 2>&1
 cat "$OUT/gpu.txt"
+# Optional pure test dependencies (e.g. transformers) carried as wheels: the machine has no internet.
+if compgen -G ".gpu-wheels/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/gpu-wheels .gpu-wheels/*.whl > "$OUT/wheels.log" 2>&1 \
+    && export PYTHONPATH=/tmp/gpu-wheels${PYTHONPATH:+:$PYTHONPATH}
+fi
 start=$(date +%s)
 python3 -m pip install --no-build-isolation --no-deps -q . -Cbuild-dir=build/gpu -Ccmake.build-type=Release \
   > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }

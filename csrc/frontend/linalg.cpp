@@ -1,4 +1,4 @@
-// Matrix products: mm, bmm, addmm, baddbmm, mv, addmv, addr, dot/vdot, t.
+// Matrix products: mm, bmm, addmm, baddbmm, mv, addmv, addr, dot/vdot, t, _grouped_mm.
 #include <cmath>
 
 #include "common/error.h"
@@ -140,6 +140,102 @@ void translate_dot(Context& ctx, const pt2::Node& node) {
   ctx.set_output(node, b.cast(b.reduce(compute, {}, {x, y}, body, ir::ReduceOp::Sum, {b.shape(x)[0]}), dtype));
 }
 
+// ---- _grouped_mm: the MoE grouped GEMM with run-time group offsets ----------------------------
+//
+// offs (int32, one entry per group) holds cumulative group ends along the grouped dimension:
+//   2-D x 3-D  a[M, K], b[G, K, N] -> out[M, N]:    rows of a grouped, row m uses b[group(m)]
+//   3-D x 2-D  a[G, M, K], b[K, N] -> out[M, N]:    columns of b grouped, column n uses a[group(n)]
+//   2-D x 2-D  a[M, K], b[K, N]    -> out[G, M, N]: the inner dimension grouped
+//   3-D x 3-D  a[G, M, K], b[G, K, N]: a batched matmul (no offs)
+// Weights are read in place through the group index; nothing is gathered per token. Rows (or
+// columns) past the last offset belong to no group: torch leaves them unwritten, luminal writes 0.
+// Products accumulate in f32 and round once to the result dtype.
+
+// group[i] = number of group ends <= i, for i in [0, length): the group of row/column i, or G
+// for positions past the last end.
+NodeId group_of_positions(Builder& b, NodeId offs, const Expr& length) {
+  const Expr num_groups = b.shape(offs)[0];
+  const Expr end = ir::cast(ir::load(0, DType::I32, {ir::reduce_var(0)}), DType::I64);
+  const Expr counted = ir::cast(ir::binary(ir::ExprOp::Le, end, ir::loop_var(0)), DType::I64);
+  return b.reduce(DType::I64, {length}, {offs}, counted, ir::ReduceOp::Sum, {num_groups});
+}
+
+void check_grouped_mm_operands(Builder& b, NodeId a, NodeId mat2, std::optional<NodeId> offs) {
+  const DType dtype = b.dtype(a);
+  LUMINAL_CHECK(dtype == b.dtype(mat2) && (dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16),
+                "_grouped_mm operands must share dtype float32, bfloat16 or float16, got ",
+                ir::node_signature(b.node(a)), " and ", ir::node_signature(b.node(mat2)));
+  const size_t ra = b.rank(a), rb = b.rank(mat2);
+  LUMINAL_CHECK((ra == 2 || ra == 3) && (rb == 2 || rb == 3), "_grouped_mm needs 2-D or 3-D operands, got ",
+                ir::node_signature(b.node(a)), " and ", ir::node_signature(b.node(mat2)));
+  const bool batched = ra == 3 && rb == 3;
+  LUMINAL_CHECK(batched != offs.has_value(), "_grouped_mm with ", ra, "-D and ", rb, "-D operands ",
+                batched ? "takes no offs" : "needs offs");
+  if (offs) {
+    LUMINAL_CHECK(b.rank(*offs) == 1 && b.dtype(*offs) == DType::I32, "_grouped_mm offs must be a 1-D int32 tensor, got ",
+                  ir::node_signature(b.node(*offs)));
+  }
+}
+
+void translate_grouped_mm(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const NodeId a = ctx.tensor(node, "self"), mat2 = ctx.tensor(node, "mat2");
+  const std::optional<NodeId> offs = ctx.optional_tensor(node, "offs");
+  LUMINAL_CHECK(!ctx.optional_tensor(node, "bias"), "_grouped_mm with a bias is not supported (torch: not yet either)");
+  check_grouped_mm_operands(b, a, mat2, offs);
+  const DType out_dtype = ctx.dtype_arg(node, "out_dtype").value_or(b.dtype(a));
+  LUMINAL_CHECK(is_floating(out_dtype), "_grouped_mm out_dtype must be floating, got ", dtype_name(out_dtype));
+  const DType in = b.dtype(a), acc = DType::F32;
+  const Shape sa = b.shape(a), sb = b.shape(mat2);
+  const auto product = [&](const std::vector<Expr>& a_index, const std::vector<Expr>& b_index, const Expr& mask) {
+    return ir::mul(ir::cast(ir::load(0, in, a_index, mask), acc), ir::cast(ir::load(1, in, b_index, mask), acc));
+  };
+  const Expr i0 = ir::loop_var(0), i1 = ir::loop_var(1), i2 = ir::loop_var(2), r = ir::reduce_var(0);
+
+  NodeId result = -1;
+  if (!offs) {  // 3-D x 3-D
+    result = b.matmul(a, mat2);
+    ctx.set_output(node, out_dtype == in ? result : b.cast(result, out_dtype));
+    return;
+  }
+  const Expr num_groups = b.shape(*offs)[0];
+  if (b.rank(a) == 2 && b.rank(mat2) == 3) {
+    b.assert_equal(sa[1], sb[1], "_grouped_mm inner dimensions");
+    b.assert_equal(num_groups, sb[0], "_grouped_mm offs length and groups of mat2");
+    const NodeId group = group_of_positions(b, *offs, sa[0]);
+    const Expr g = ir::load(2, DType::I64, {i0});
+    const Expr in_group = ir::lt(g, sb[0]);
+    result = b.reduce(acc, {sa[0], sb[2]}, {a, mat2, group}, product({i0, r}, {ir::where(in_group, g, ir::int_const(0)), r, i1}, in_group),
+                      ir::ReduceOp::Sum, {sa[1]});
+  } else if (b.rank(a) == 3 && b.rank(mat2) == 2) {
+    b.assert_equal(sa[2], sb[0], "_grouped_mm inner dimensions");
+    b.assert_equal(num_groups, sa[0], "_grouped_mm offs length and groups of self");
+    const NodeId group = group_of_positions(b, *offs, sb[1]);
+    const Expr g = ir::load(2, DType::I64, {i1});
+    const Expr in_group = ir::lt(g, sa[0]);
+    result = b.reduce(acc, {sa[1], sb[1]}, {a, mat2, group}, product({ir::where(in_group, g, ir::int_const(0)), i0, r}, {r, i1}, in_group),
+                      ir::ReduceOp::Sum, {sa[2]});
+  } else if (b.rank(a) == 2 && b.rank(mat2) == 2) {
+    b.assert_equal(sa[1], sb[0], "_grouped_mm inner dimensions");
+    // Group i0 covers k in [start, end): start is the previous group's end (0 for the first).
+    const Expr k_total = sa[1];
+    const Expr end_of = [&](const Expr& group) {
+      return Builder::checked_index(ir::cast(ir::load(2, DType::I32, {group}), DType::I64), ir::add(k_total, ir::int_const(1)), false);
+    }(i0);
+    const Expr has_previous = ir::ge(i0, ir::int_const(1));
+    const Expr previous = ir::cast(ir::load(2, DType::I32, {ir::sub(i0, ir::int_const(1))}, has_previous), DType::I64);
+    const Expr start = Builder::checked_index(previous, ir::add(k_total, ir::int_const(1)), false);
+    const Expr extent = ir::max(ir::sub(end_of, start), ir::int_const(0));
+    const Expr k = ir::check_index(ir::add(start, r), k_total);
+    result = b.reduce(acc, {num_groups, sa[0], sb[1]}, {a, mat2, *offs}, product({i1, k}, {k, i2}, nullptr), ir::ReduceOp::Sum,
+                      {extent});
+  } else {
+    throw Error(str_cat("_grouped_mm: unexpected operands ", ir::node_signature(b.node(a)), " and ",
+                        ir::node_signature(b.node(mat2))));
+  }
+  ctx.set_output(node, b.cast(result, out_dtype));
+}
+
 }  // namespace
 
 void register_linalg_ops(Registry& registry) {
@@ -153,6 +249,7 @@ void register_linalg_ops(Registry& registry) {
   registry.add("torch.ops.aten.vdot.default", translate_dot);
   registry.add("torch.ops.aten.mv.default", translate_mv);
   registry.add("torch.ops.aten.addmv.default", translate_addmv);
+  registry.add("torch.ops.aten._grouped_mm.default", translate_grouped_mm);
 }
 
 }  // namespace luminal::frontend

@@ -57,7 +57,11 @@ def _attention(
         scores = scores.masked_fill(rows[:, None] < columns[None, :], float("-inf"))
     if attn_bias is not None:
         scores = scores + attn_bias
-    output = (torch.softmax(scores, -1) @ value.float()).to(query.dtype)
+    # A query that may attend to no key (a fully masked row, e.g. a padding token) gets zeros, as
+    # from torch's fused kernels and its math path's safe softmax; a plain softmax would give NaN.
+    attends_to_nothing = (scores == float("-inf")).all(-1, keepdim=True)
+    probabilities = torch.softmax(scores, -1).masked_fill(attends_to_nothing, 0.0)
+    output = (probabilities @ value.float()).to(query.dtype)
     return output, scores
 
 

@@ -1,0 +1,54 @@
+"""A randomly initialised tiny Hugging Face LlamaForCausalLM (built from a config, no downloads)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import luminal
+from helpers import assert_same, compile_luminal
+
+transformers = pytest.importorskip("transformers")
+
+VOCAB = 96
+
+
+def tiny_llama(attention: str, device: str, dtype: torch.dtype) -> torch.nn.Module:
+    config = transformers.LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=112,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,  # grouped-query attention
+        max_position_embeddings=64,
+        attn_implementation=attention,
+    )
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).to(device=device, dtype=dtype).eval()
+
+
+def logits(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    return model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+
+
+# bf16 logits: two layers of rounding in different places than eager's kernels.
+DTYPE_TOLERANCE = {torch.float32: 8.0, torch.bfloat16: 16.0}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("padded", [False, True], ids=["full", "padded"])
+def test_tiny_llama_for_causal_lm(attention: str, padded: bool, dtype: torch.dtype, device: str) -> None:
+    model = tiny_llama(attention, device, dtype)
+    ids = torch.randint(0, VOCAB, (3, 13), device=device)
+    mask = None
+    if padded:  # left padding of different lengths, as a batched generate() would send
+        mask = torch.ones_like(ids)
+        mask[1, :4] = 0
+        mask[2, :9] = 0
+    with torch.no_grad():
+        expected = logits(model, ids, mask)
+        actual = compile_luminal(lambda i, m: logits(model, i, m))(ids, mask)
+    assert luminal.compile_count() >= 1
+    assert_same(actual, expected, tolerance_scale=DTYPE_TOLERANCE[dtype])
