@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import luminal
-from helpers import assert_same, check, compile_luminal, rand
+from helpers import assert_raises_when_run, assert_same, check, compile_luminal, rand
 
 # The f32 and f16 inner products accumulate in a different order than eager; bf16 rounds once.
 GROUPED_DTYPES = [torch.float32, torch.bfloat16, torch.float16]
@@ -56,6 +56,36 @@ def test_grouped_rows_2d_3d(sizes: list[int], k: int, n: int, dtype: torch.dtype
     a = rand(sum(sizes), k, dtype=dtype, device=device)
     b = rand(len(sizes), k, n, dtype=dtype, device=device)
     check(grouped, a, b, group_ends(sizes, device), tolerance_scale=8)
+
+
+@pytest.mark.parametrize("aligned", [True, False], ids=["aligned", "unaligned"])
+@pytest.mark.parametrize("dtype", GROUPED_DTYPES, ids=str)
+def test_grouped_rows_many_tiles(dtype: torch.dtype, aligned: bool, device: str) -> None:
+    """Groups that start and end inside 64-row tiles, K not a multiple of 32, N not of 64; operands
+    whose rows allow 16-byte loads (CUDA's vector path) or not (element loads)."""
+    require(device, dtype)
+    if device == "cuda" and not aligned:
+        pytest.skip("eager's CUDA _grouped_mm requires 16-byte aligned operands")
+    sizes, k, n = [70, 0, 129, 1, 56, 3], 72, 136
+    rows = sum(sizes)
+    skip = 0 if aligned else 3  # elements: an unaligned start
+    a = rand(rows * k + skip, dtype=dtype, device=device, low=-1, high=1)[skip:].view(rows, k)
+    w = rand(len(sizes), n, k + 8, dtype=dtype, device=device, low=-1, high=1)[..., skip : skip + k]
+    b, offs = w.transpose(-2, -1), group_ends(sizes, device)
+    # Not through check(): its input copies would be contiguous and aligned again.
+    assert_same(compile_luminal(grouped)(a, b, offs), grouped(a, b, offs), tolerance_scale=8)
+    assert (a.data_ptr() % 16 == 0) == aligned and (w.data_ptr() % 16 == 0) == aligned
+
+
+@pytest.mark.parametrize("ends", [[6, 3, 10], [4, 12], [-1, 10]], ids=str)
+def test_grouped_rows_invalid_offsets_raise(ends: list[int], device: str) -> None:
+    """torch requires non-decreasing offs within the rows (and does not check); luminal raises."""
+    require(device, torch.float32)
+    a, b = rand(10, 16, device=device), rand(len(ends), 16, 8, device=device)
+    offs = torch.tensor(ends, dtype=torch.int32, device=device)
+    if device == "cuda":  # eager's meta kernel accepts bf16 only on CUDA (torch 2.11)
+        a, b = a.bfloat16(), b.bfloat16()
+    assert_raises_when_run(compile_luminal(grouped), a, b, offs, match="out of bounds")
 
 
 def test_grouped_rows_offsets_change_at_run_time(device: str) -> None:

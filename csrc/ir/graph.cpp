@@ -196,6 +196,26 @@ void verify_matmul(const Graph& graph, const Node& node) {
   }
 }
 
+void verify_grouped_rows(const Graph& graph, const Node& node) {
+  auto where = [&] { return str_cat("IR verification failed at %", node.id, " (", node.origin, "): "); };
+  LUMINAL_CHECK(node.kind == NodeKind::Pointwise && node.inputs.size() == 3 && node.rank() == 2, where(),
+                "a grouped-rows contraction is a rank-2 pointwise node with 3 inputs");
+  const Node& a = graph.node(node.inputs[0]);
+  const Node& b = graph.node(node.inputs[1]);
+  const Node& ends = graph.node(node.inputs[2]);
+  LUMINAL_CHECK(a.rank() == 2 && b.rank() == 3 && ends.rank() == 1 && ends.dtype == DType::I32 && a.dtype == b.dtype &&
+                    is_floating(a.dtype) && is_floating(node.dtype),
+                where(), "grouped-rows operands ", node_signature(a), ", ", node_signature(b), ", ",
+                node_signature(ends));
+  const bool transposed = node.contraction == Contraction::GroupedRowsTransposedB;
+  const Expr& b_inner = b.shape[transposed ? 2 : 1];
+  const Expr& b_columns = b.shape[transposed ? 1 : 2];
+  LUMINAL_CHECK(expr_equal(a.shape[1], b_inner) && expr_equal(b.shape[0], ends.shape[0]) &&
+                    expr_equal(node.shape[0], a.shape[0]) && expr_equal(node.shape[1], b_columns),
+                where(), "grouped-rows shapes do not agree: ", node_signature(node), " from ", node_signature(a),
+                ", ", node_signature(b), ", ", node_signature(ends));
+}
+
 }  // namespace
 
 void Graph::verify() const {
@@ -220,6 +240,7 @@ void Graph::verify() const {
                       " differs from node dtype ", dtype_short_name(node.dtype));
         BodyVerifier verifier(*this, node);
         verifier.check(node.body);
+        if (node.contraction != Contraction::None) verify_grouped_rows(*this, node);
         if (node.kind == NodeKind::Reduce) {
           LUMINAL_CHECK(!node.reduce_extents.empty(), where(), "reduce without reduction extents");
           for (const Expr& extent : node.reduce_extents) {
@@ -291,6 +312,8 @@ std::string Graph::to_string() const {
         if (n.epilogue == MatMulEpilogue::Bias) out << " + bias";
         if (n.epilogue == MatMulEpilogue::BiasRelu) out << " + bias, relu";
         if (n.epilogue == MatMulEpilogue::BiasGeluTanh) out << " + bias, gelu_tanh";
+        if (n.contraction == Contraction::GroupedRows) out << "  [grouped-rows matmul]";
+        if (n.contraction == Contraction::GroupedRowsTransposedB) out << "  [grouped-rows matmul, b transposed]";
         break;
       }
     }

@@ -27,6 +27,14 @@ enum class NodeKind : uint8_t { Input, Constant, Pointwise, Reduce, MatMul };
 enum class InputRole : uint8_t { User, Parameter, Buffer };
 // What a matmul applies to its result: out = act(a @ b + bias[n]) (bias is input 2).
 enum class MatMulEpilogue : uint8_t { None, Bias, BiasRelu, BiasGeluTanh };
+// A pointwise node that is a contraction the CUDA engine runs as a tiled kernel; its body still
+// defines every element (the CPU interpreter evaluates it). Passes leave such nodes whole.
+//   GroupedRows: inputs {a [M, K], b [G, K, N], ends int32 [G]}, out [M, N] (float dtypes):
+//   row m belongs to the group g with ends[g-1] <= m < ends[g] (ends[-1] = 0) and is
+//   a[m, :] @ b[g]; rows at or past ends[G-1] are 0. Ends must be non-decreasing and <= M
+//   (checked at run time).
+//   GroupedRowsTransposedB: the same with b stored as [G, N, K] (a transposed weight, read in place).
+enum class Contraction : uint8_t { None, GroupedRows, GroupedRowsTransposedB };
 
 const char* node_kind_name(NodeKind kind);
 const char* input_role_name(InputRole role);
@@ -48,6 +56,7 @@ struct Node {
   std::vector<NodeId> inputs;  // tensors read by `body` (Load slot k reads inputs[k]) or by MatMul
 
   MatMulEpilogue epilogue = MatMulEpilogue::None;  // MatMul
+  Contraction contraction = Contraction::None;     // Pointwise
 
   Expr body;                          // Pointwise, Reduce
   ReduceOp reduce_op = ReduceOp::Sum;  // Reduce

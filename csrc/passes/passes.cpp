@@ -187,10 +187,11 @@ void inline_pointwise(Graph& graph, const OptimizeOptions& options) {
   for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
     Node& consumer = graph.node(id);
     if (consumer.kind != NodeKind::Pointwise && consumer.kind != NodeKind::Reduce) continue;
+    if (consumer.contraction != ir::Contraction::None) continue;  // its kernel reads its operands as they are
     bool changed = false;
     for (size_t slot = 0; slot < consumer.inputs.size(); ++slot) {
       const Node& producer = graph.node(consumer.inputs[slot]);
-      if (producer.kind != NodeKind::Pointwise) continue;
+      if (producer.kind != NodeKind::Pointwise || producer.contraction != ir::Contraction::None) continue;
       const bool single_use = uses[producer.id] == 1;
       const bool cheap = is_cheap(producer, options.max_recompute_ops);
       if (!cheap && (!single_use || recompute_factor(consumer, slot) > options.max_recompute_factor)) continue;
@@ -422,7 +423,7 @@ void inline_reductions(Graph& graph, const OptimizeOptions& options) {
   std::vector<int> uses = load_sites_per_node(graph);
   for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
     Node& consumer = graph.node(id);
-    if (consumer.kind != NodeKind::Pointwise) continue;
+    if (consumer.kind != NodeKind::Pointwise || consumer.contraction != ir::Contraction::None) continue;
     bool changed = false;
     for (size_t slot = 0; slot < consumer.inputs.size(); ++slot) {
       const Node& producer = graph.node(consumer.inputs[slot]);

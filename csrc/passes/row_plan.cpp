@@ -197,6 +197,9 @@ RowPlan plan_row_kernel(const Graph& translated, const RowLimits& limits) {
   for (const Node& node : graph.nodes()) {
     if (!node.is_compute()) continue;
     ++computed;
+    if (node.contraction != ir::Contraction::None) {
+      return decline(str_cat(describe(node), " is a grouped matmul, which runs as its own tiled kernel"));
+    }
     if (node.kind == NodeKind::MatMul) {
       return decline(str_cat(describe(node), " is a ", dtype_name(node.dtype),
                              " matmul, which the row kernel does not compute (only float32/float64 ones)"));
