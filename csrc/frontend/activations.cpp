@@ -12,7 +12,6 @@ namespace {
 
 using ir::ExprOp;
 
-Expr constant(double value, DType dtype) { return ir::scalar_const(value, dtype); }
 
 // One floating-point input `self`, computed in the float compute dtype of the output.
 template <typename Body>
@@ -27,24 +26,24 @@ void float_activation(Context& ctx, const pt2::Node& node, const char* name, Bod
 }
 
 Expr clamp(const Expr& x, double lo, double hi, DType dtype) {
-  return ir::min(ir::max(x, constant(lo, dtype)), constant(hi, dtype));
+  return ir::min(ir::max(x, ir::scalar_const(lo, dtype)), ir::scalar_const(hi, dtype));
 }
 
 void translate_silu(Context& ctx, const pt2::Node& node) {
   float_activation(ctx, node, "silu", [](const Expr& x, DType t) {
-    return ir::binary(ExprOp::Div, x, ir::add(constant(1, t), ir::unary(ExprOp::Exp, ir::unary(ExprOp::Neg, x))));
+    return ir::binary(ExprOp::Div, x, ir::add(ir::scalar_const(1, t), ir::unary(ExprOp::Exp, ir::unary(ExprOp::Neg, x))));
   });
 }
 
 void translate_hardswish(Context& ctx, const pt2::Node& node) {
   float_activation(ctx, node, "hardswish", [](const Expr& x, DType t) {
-    return ir::binary(ExprOp::Div, ir::mul(x, clamp(ir::add(x, constant(3, t)), 0, 6, t)), constant(6, t));
+    return ir::binary(ExprOp::Div, ir::mul(x, clamp(ir::add(x, ir::scalar_const(3, t)), 0, 6, t)), ir::scalar_const(6, t));
   });
 }
 
 void translate_hardsigmoid(Context& ctx, const pt2::Node& node) {
   float_activation(ctx, node, "hardsigmoid", [](const Expr& x, DType t) {
-    return ir::binary(ExprOp::Div, clamp(ir::add(x, constant(3, t)), 0, 6, t), constant(6, t));
+    return ir::binary(ExprOp::Div, clamp(ir::add(x, ir::scalar_const(3, t)), 0, 6, t), ir::scalar_const(6, t));
   });
 }
 
@@ -58,28 +57,28 @@ void translate_mish(Context& ctx, const pt2::Node& node) {
 void translate_softplus(Context& ctx, const pt2::Node& node) {
   const double beta = ctx.float_arg(node, "beta", 1.0), threshold = ctx.float_arg(node, "threshold", 20.0);
   float_activation(ctx, node, "softplus", [&](const Expr& x, DType t) {
-    const Expr scaled = ir::mul(x, constant(beta, t));
-    const Expr soft = ir::binary(ExprOp::Div, ir::unary(ExprOp::Log1p, ir::unary(ExprOp::Exp, scaled)), constant(beta, t));
-    return ir::where(ir::binary(ExprOp::Gt, scaled, constant(threshold, t)), x, soft);
+    const Expr scaled = ir::mul(x, ir::scalar_const(beta, t));
+    const Expr soft = ir::binary(ExprOp::Div, ir::unary(ExprOp::Log1p, ir::unary(ExprOp::Exp, scaled)), ir::scalar_const(beta, t));
+    return ir::where(ir::binary(ExprOp::Gt, scaled, ir::scalar_const(threshold, t)), x, soft);
   });
 }
 
 void translate_hardshrink(Context& ctx, const pt2::Node& node) {
   const double lambd = ctx.float_arg(node, "lambd", 0.5);
   float_activation(ctx, node, "hardshrink", [&](const Expr& x, DType t) {
-    const Expr inside = ir::logical_and(ir::binary(ExprOp::Ge, x, constant(-lambd, t)),
-                                        ir::binary(ExprOp::Le, x, constant(lambd, t)));
-    return ir::where(inside, constant(0, t), x);
+    const Expr inside = ir::logical_and(ir::binary(ExprOp::Ge, x, ir::scalar_const(-lambd, t)),
+                                        ir::binary(ExprOp::Le, x, ir::scalar_const(lambd, t)));
+    return ir::where(inside, ir::scalar_const(0, t), x);
   });
 }
 
 void translate_softshrink(Context& ctx, const pt2::Node& node) {
   const double lambd = ctx.float_arg(node, "lambd", 0.5);
   float_activation(ctx, node, "softshrink", [&](const Expr& x, DType t) {
-    const Expr above = ir::binary(ExprOp::Gt, x, constant(lambd, t));
-    const Expr below = ir::binary(ExprOp::Lt, x, constant(-lambd, t));
-    return ir::where(above, ir::sub(x, constant(lambd, t)),
-                     ir::where(below, ir::add(x, constant(lambd, t)), constant(0, t)));
+    const Expr above = ir::binary(ExprOp::Gt, x, ir::scalar_const(lambd, t));
+    const Expr below = ir::binary(ExprOp::Lt, x, ir::scalar_const(-lambd, t));
+    return ir::where(above, ir::sub(x, ir::scalar_const(lambd, t)),
+                     ir::where(below, ir::add(x, ir::scalar_const(lambd, t)), ir::scalar_const(0, t)));
   });
 }
 
@@ -105,10 +104,10 @@ void translate_log_sigmoid_forward(Context& ctx, const pt2::Node& node) {
   const NodeId x = ctx.tensor(node, "self");
   ctx.set_output(node, 0, b.elementwise({Operand::of(x)}, compute, out, [&](const std::vector<Expr>& v) {
     const Expr tail = ir::unary(ExprOp::Log1p, ir::unary(ExprOp::Exp, ir::unary(ExprOp::Neg, ir::unary(ExprOp::Abs, v[0]))));
-    return ir::sub(ir::min(v[0], constant(0, compute)), tail);
+    return ir::sub(ir::min(v[0], ir::scalar_const(0, compute)), tail);
   }));
   const auto z_of = [compute](const Expr& v) {
-    const Expr m = ir::max(ir::unary(ExprOp::Neg, v), constant(0, compute));
+    const Expr m = ir::max(ir::unary(ExprOp::Neg, v), ir::scalar_const(0, compute));
     return ir::add(ir::unary(ExprOp::Exp, ir::unary(ExprOp::Neg, m)),
                    ir::unary(ExprOp::Exp, ir::sub(ir::unary(ExprOp::Neg, v), m)));
   };
@@ -137,7 +136,7 @@ void translate_prelu(Context& ctx, const pt2::Node& node) {
   }
   const DType compute = float_compute_dtype(out);
   ctx.set_output(node, b.elementwise({Operand::of(x), Operand::of(weight)}, compute, out, [&](const std::vector<Expr>& v) {
-    return ir::where(ir::binary(ExprOp::Gt, v[0], constant(0, compute)), v[0], ir::mul(v[1], v[0]));
+    return ir::where(ir::binary(ExprOp::Gt, v[0], ir::scalar_const(0, compute)), v[0], ir::mul(v[1], v[0]));
   }));
 }
 

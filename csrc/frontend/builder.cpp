@@ -116,6 +116,46 @@ NodeId Builder::matmul(NodeId a, NodeId b) {
   return graph_.add(std::move(node));
 }
 
+// The MoE form, a[M, K] rows grouped by `ends` times b[G, K, N]: one node that the CUDA engine runs
+// as a tiled grouped GEMM (ir::Contraction::GroupedRows). Its body defines each element for the
+// CPU: the group of row i0 counts the ends <= i0, each end checked to be within [previous end, M].
+NodeId Builder::grouped_rows_matmul(NodeId a, NodeId mat2, NodeId ends, DType out_dtype) {
+  LUMINAL_CHECK(rank(a) == 2 && rank(mat2) == 3 && rank(ends) == 1 && dtype(ends) == DType::I32 &&
+                    dtype(a) == dtype(mat2) && is_floating(dtype(a)) && is_floating(out_dtype),
+                origin_, ": grouped matmul needs float a[M, K], b[G, K, N] and int32 ends[G], got ",
+                ir::node_signature(node(a)), ", ", ir::node_signature(node(mat2)), ", ", ir::node_signature(node(ends)));
+  const Shape sa = shape(a), sb = shape(mat2);
+  const Expr i0 = ir::loop_var(0), i1 = ir::loop_var(1), i2 = ir::loop_var(2);
+  // A transposed [G, N, K] weight (MoE weights are stored so) is read in place, not copied.
+  const ir::Node& view = node(mat2);
+  const bool transposed = view.kind == ir::NodeKind::Pointwise && view.contraction == ir::Contraction::None &&
+                          view.inputs.size() == 1 && ir::expr_equal(view.body, ir::load(0, view.dtype, {i0, i2, i1}));
+  const NodeId weight = transposed ? view.inputs[0] : mat2;
+  assert_equal(sa[1], sb[1], "_grouped_mm inner dimensions");
+  assert_equal(shape(ends)[0], sb[0], "_grouped_mm offs length and groups of mat2");
+  const DType in = dtype(a), acc = DType::F32;
+  const Expr rows = sa[0], groups = sb[0];
+  constexpr int kInner = 0, kGroup = 1;  // fold variables
+  const Expr j = ir::reduce_var(kGroup);
+  const Expr previous = ir::cast(ir::load(2, DType::I32, {ir::sub(j, ir::int_const(1))}, ir::ge(j, ir::int_const(1))), DType::I64);
+  const Expr end = ir::cast(ir::load(2, DType::I32, {j}), DType::I64);
+  const Expr checked_end =
+      ir::add(ir::check_index(ir::sub(end, previous), ir::add(ir::sub(rows, previous), ir::int_const(1))), previous);
+  const Expr group = ir::fold(ir::ReduceOp::Sum, kGroup, groups,
+                              ir::cast(ir::binary(ir::ExprOp::Le, checked_end, i0), DType::I64));
+  const Expr in_group = ir::lt(group, groups);
+  const Expr k = ir::reduce_var(kInner);
+  const Expr g = ir::where(in_group, group, ir::int_const(0));
+  const std::vector<Expr> weight_index = transposed ? std::vector<Expr>{g, i1, k} : std::vector<Expr>{g, k, i1};
+  const Expr product = ir::mul(ir::cast(ir::load(0, in, {i0, k}, in_group), acc),
+                               ir::cast(ir::load(1, in, weight_index, in_group), acc));
+  const Expr body = ir::cast(ir::fold(ir::ReduceOp::Sum, kInner, sa[1], product), out_dtype);
+  const NodeId out = pointwise(out_dtype, {rows, sb[2]}, {a, weight, ends}, body);
+  graph_.node(out).contraction =
+      transposed ? ir::Contraction::GroupedRowsTransposedB : ir::Contraction::GroupedRows;
+  return out;
+}
+
 void Builder::assert_equal(const Expr& a, const Expr& b, const std::string& what) {
   const Expr lhs = simplify_shape(a), rhs = simplify_shape(b);
   if (ir::expr_equal(lhs, rhs)) return;

@@ -47,6 +47,10 @@ class Builder {
   NodeId reduce(DType dtype, Shape shape, std::vector<NodeId> inputs, Expr body, ir::ReduceOp op,
                 std::vector<Expr> extents);
   NodeId matmul(NodeId a, NodeId b);
+  // _grouped_mm's MoE form: a[M, K] with rows grouped by int32 `ends` (cumulative, one per group)
+  // times b[G, K, N] (a transposed [G, N, K] view is read in place) -> out_dtype[M, N], one node
+  // marked ir::Contraction::GroupedRows(TransposedB). Ends are checked at run time.
+  NodeId grouped_rows_matmul(NodeId a, NodeId b, NodeId ends, DType out_dtype);
 
   // Records a run-time check that two shape expressions are equal (checked when inputs are bound).
   void assert_equal(const Expr& a, const Expr& b, const std::string& what);

@@ -177,42 +177,6 @@ void check_grouped_mm_operands(Builder& b, NodeId a, NodeId mat2, std::optional<
   }
 }
 
-// The MoE form, a[M, K] rows grouped by `ends` times b[G, K, N]: one node that the CUDA engine runs
-// as a tiled grouped GEMM (ir::Contraction::GroupedRows). Its body defines each element for the
-// CPU: the group of row i0 counts the ends <= i0, each end checked to be within [previous end, M].
-NodeId grouped_rows(Builder& b, NodeId a, NodeId mat2, NodeId ends, DType out_dtype) {
-  const Shape sa = b.shape(a), sb = b.shape(mat2);
-  const Expr i0 = ir::loop_var(0), i1 = ir::loop_var(1), i2 = ir::loop_var(2);
-  // A transposed [G, N, K] weight (MoE weights are stored so) is read in place, not copied.
-  const ir::Node& view = b.node(mat2);
-  const bool transposed = view.kind == ir::NodeKind::Pointwise && view.contraction == ir::Contraction::None &&
-                          view.inputs.size() == 1 && ir::expr_equal(view.body, ir::load(0, view.dtype, {i0, i2, i1}));
-  const NodeId weight = transposed ? view.inputs[0] : mat2;
-  b.assert_equal(sa[1], sb[1], "_grouped_mm inner dimensions");
-  b.assert_equal(b.shape(ends)[0], sb[0], "_grouped_mm offs length and groups of mat2");
-  const DType in = b.dtype(a), acc = DType::F32;
-  const Expr rows = sa[0], groups = sb[0];
-  constexpr int kInner = 0, kGroup = 1;  // fold variables
-  const Expr j = ir::reduce_var(kGroup);
-  const Expr previous = ir::cast(ir::load(2, DType::I32, {ir::sub(j, ir::int_const(1))}, ir::ge(j, ir::int_const(1))), DType::I64);
-  const Expr end = ir::cast(ir::load(2, DType::I32, {j}), DType::I64);
-  const Expr checked_end =
-      ir::add(ir::check_index(ir::sub(end, previous), ir::add(ir::sub(rows, previous), ir::int_const(1))), previous);
-  const Expr group = ir::fold(ir::ReduceOp::Sum, kGroup, groups,
-                              ir::cast(ir::binary(ir::ExprOp::Le, checked_end, i0), DType::I64));
-  const Expr in_group = ir::lt(group, groups);
-  const Expr k = ir::reduce_var(kInner);
-  const Expr g = ir::where(in_group, group, ir::int_const(0));
-  const std::vector<Expr> weight_index = transposed ? std::vector<Expr>{g, i1, k} : std::vector<Expr>{g, k, i1};
-  const Expr product = ir::mul(ir::cast(ir::load(0, in, {i0, k}, in_group), acc),
-                               ir::cast(ir::load(1, in, weight_index, in_group), acc));
-  const Expr body = ir::cast(ir::fold(ir::ReduceOp::Sum, kInner, sa[1], product), out_dtype);
-  const NodeId out = b.pointwise(out_dtype, {rows, sb[2]}, {a, weight, ends}, body);
-  b.graph().node(out).contraction =
-      transposed ? ir::Contraction::GroupedRowsTransposedB : ir::Contraction::GroupedRows;
-  return out;
-}
-
 void translate_grouped_mm(Context& ctx, const pt2::Node& node) {
   Builder& b = ctx.builder();
   const NodeId a = ctx.tensor(node, "self"), mat2 = ctx.tensor(node, "mat2");
@@ -237,7 +201,7 @@ void translate_grouped_mm(Context& ctx, const pt2::Node& node) {
   }
   const Expr num_groups = b.shape(*offs)[0];
   if (b.rank(a) == 2 && b.rank(mat2) == 3) {
-    ctx.set_output(node, grouped_rows(b, a, mat2, *offs, out_dtype));
+    ctx.set_output(node, b.grouped_rows_matmul(a, mat2, *offs, out_dtype));
     return;
   }
   if (b.rank(a) == 3 && b.rank(mat2) == 2) {

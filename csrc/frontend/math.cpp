@@ -17,7 +17,6 @@ using ir::ExprOp;
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-Expr constant(double value, DType dtype) { return ir::scalar_const(value, dtype); }
 Expr is_nan(const Expr& x) { return ir::unary(ExprOp::IsNan, x); }
 
 // Operands named `names`, computed in the float compute dtype of the (floating) output.
@@ -45,9 +44,9 @@ void translate_signbit(Context& ctx, const pt2::Node& node) {
   const DType in = b.dtype(x);
   ctx.set_output(node, b.elementwise({Operand::of(x)}, in, DType::Bool, [&](const std::vector<Expr>& v) {
     if (in == DType::Bool || in == DType::U8) return ir::bool_const(false);
-    if (!is_floating(in)) return ir::lt(v[0], constant(0, in));
+    if (!is_floating(in)) return ir::lt(v[0], ir::scalar_const(0, in));
     const DType t = float_compute_dtype(in);
-    return ir::lt(ir::binary(ExprOp::Copysign, constant(1, t), ir::cast(v[0], t)), constant(0, t));
+    return ir::lt(ir::binary(ExprOp::Copysign, ir::scalar_const(1, t), ir::cast(v[0], t)), ir::scalar_const(0, t));
   }));
 }
 
@@ -69,7 +68,7 @@ void translate_round_decimals(Context& ctx, const pt2::Node& node) {
   float_op(ctx, node, {"self"}, "round", [&](const std::vector<Expr>& v, DType t) {
     const DType out = ctx.out_dtype(node);
     // The power of ten as the tensor's dtype holds it (f16/bf16 round it), then computed in t.
-    const Expr scale = ir::cast(constant(std::pow(10.0, static_cast<double>(std::llabs(decimals))), out), t);
+    const Expr scale = ir::cast(ir::scalar_const(std::pow(10.0, static_cast<double>(std::llabs(decimals))), out), t);
     if (decimals < 0) return ir::mul(ir::unary(ExprOp::Round, ir::binary(ExprOp::Div, v[0], scale)), scale);
     return ir::binary(ExprOp::Div, ir::unary(ExprOp::Round, ir::mul(v[0], scale)), scale);
   });
@@ -91,8 +90,8 @@ void translate_logit(Context& ctx, const pt2::Node& node) {
   const double eps = has_eps ? ctx.float_arg(node, "eps") : 0.0;
   float_op(ctx, node, {"self"}, "logit", [&](const std::vector<Expr>& v, DType t) {
     Expr x = v[0];
-    if (has_eps) x = ir::min(ir::max(x, constant(eps, t)), constant(1.0 - eps, t));
-    return ir::unary(ExprOp::Log, ir::binary(ExprOp::Div, x, ir::sub(constant(1, t), x)));
+    if (has_eps) x = ir::min(ir::max(x, ir::scalar_const(eps, t)), ir::scalar_const(1.0 - eps, t));
+    return ir::unary(ExprOp::Log, ir::binary(ExprOp::Div, x, ir::sub(ir::scalar_const(1, t), x)));
   });
 }
 
@@ -100,7 +99,7 @@ void translate_logit(Context& ctx, const pt2::Node& node) {
 void translate_xlogy(Context& ctx, const pt2::Node& node, ExprOp log_op) {
   float_op(ctx, node, {"self", "other"}, "xlogy", [&](const std::vector<Expr>& v, DType t) {
     const Expr product = ir::mul(v[0], ir::unary(log_op, v[1]));
-    return ir::where(is_nan(v[1]), v[1], ir::where(ir::eq(v[0], constant(0, t)), constant(0, t), product));
+    return ir::where(is_nan(v[1]), v[1], ir::where(ir::eq(v[0], ir::scalar_const(0, t)), ir::scalar_const(0, t), product));
   });
 }
 
@@ -110,23 +109,23 @@ void translate_entr(Context& ctx, const pt2::Node& node) {
     const Expr x = v[0];
     const Expr positive = ir::unary(ExprOp::Neg, ir::mul(x, ir::unary(ExprOp::Log, x)));
     return ir::where(is_nan(x), x,
-                     ir::where(ir::binary(ExprOp::Gt, x, constant(0, t)), positive,
-                               ir::where(ir::eq(x, constant(0, t)), constant(0, t), constant(-kInf, t))));
+                     ir::where(ir::binary(ExprOp::Gt, x, ir::scalar_const(0, t)), positive,
+                               ir::where(ir::eq(x, ir::scalar_const(0, t)), ir::scalar_const(0, t), ir::scalar_const(-kInf, t))));
   });
 }
 
 // sinc(x) = sin(pi x) / (pi x), 1 at 0.
 void translate_sinc(Context& ctx, const pt2::Node& node) {
   float_op(ctx, node, {"self"}, "sinc", [](const std::vector<Expr>& v, DType t) {
-    const Expr scaled = ir::mul(v[0], constant(kPi, t));
-    return ir::where(ir::eq(v[0], constant(0, t)), constant(1, t),
+    const Expr scaled = ir::mul(v[0], ir::scalar_const(kPi, t));
+    return ir::where(ir::eq(v[0], ir::scalar_const(0, t)), ir::scalar_const(1, t),
                      ir::binary(ExprOp::Div, ir::unary(ExprOp::Sin, scaled), scaled));
   });
 }
 
 void translate_scale(Context& ctx, const pt2::Node& node, double factor, const char* what) {
   float_op(ctx, node, {"self"}, what, [factor](const std::vector<Expr>& v, DType t) {
-    return ir::mul(v[0], constant(factor, t));
+    return ir::mul(v[0], ir::scalar_const(factor, t));
   });
 }
 
@@ -138,9 +137,9 @@ void translate_logaddexp(Context& ctx, const pt2::Node& node, bool base2) {
     const Expr m = ir::max(a, c);
     const Expr gap = ir::unary(ExprOp::Neg, ir::unary(ExprOp::Abs, ir::sub(a, c)));
     const Expr tail = base2 ? ir::binary(ExprOp::Div, ir::unary(ExprOp::Log1p, ir::unary(ExprOp::Exp2, gap)),
-                                         constant(std::log(2.0), t))
+                                         ir::scalar_const(std::log(2.0), t))
                             : ir::unary(ExprOp::Log1p, ir::unary(ExprOp::Exp, gap));
-    const Expr same_infinity = ir::logical_and(ir::eq(ir::unary(ExprOp::Abs, a), constant(kInf, t)), ir::eq(a, c));
+    const Expr same_infinity = ir::logical_and(ir::eq(ir::unary(ExprOp::Abs, a), ir::scalar_const(kInf, t)), ir::eq(a, c));
     return ir::where(same_infinity, a, ir::add(m, tail));
   });
 }
@@ -150,8 +149,8 @@ void translate_lerp(Context& ctx, const pt2::Node& node) {
   float_op(ctx, node, {"self", "end", "weight"}, "lerp", [](const std::vector<Expr>& v, DType t) {
     const Expr diff = ir::sub(v[1], v[0]);
     const Expr low = ir::add(v[0], ir::mul(v[2], diff));
-    const Expr high = ir::sub(v[1], ir::mul(diff, ir::sub(constant(1, t), v[2])));
-    return ir::where(ir::lt(ir::unary(ExprOp::Abs, v[2]), constant(0.5, t)), low, high);
+    const Expr high = ir::sub(v[1], ir::mul(diff, ir::sub(ir::scalar_const(1, t), v[2])));
+    return ir::where(ir::lt(ir::unary(ExprOp::Abs, v[2]), ir::scalar_const(0.5, t)), low, high);
   });
 }
 
@@ -192,9 +191,9 @@ void translate_nan_to_num(Context& ctx, const pt2::Node& node) {
   const double nan = value_or("nan", 0.0), posinf = value_or("posinf", largest), neginf = value_or("neginf", -largest);
   ctx.set_output(node, b.elementwise({Operand::of(x)}, out, out, [&](const std::vector<Expr>& v) {
     const Expr y = v[0];
-    return ir::where(is_nan(y), constant(nan, out),
-                     ir::where(ir::eq(y, constant(kInf, out)), constant(posinf, out),
-                               ir::where(ir::eq(y, constant(-kInf, out)), constant(neginf, out), y)));
+    return ir::where(is_nan(y), ir::scalar_const(nan, out),
+                     ir::where(ir::eq(y, ir::scalar_const(kInf, out)), ir::scalar_const(posinf, out),
+                               ir::where(ir::eq(y, ir::scalar_const(-kInf, out)), ir::scalar_const(neginf, out), y)));
   }));
 }
 
@@ -204,7 +203,7 @@ void translate_heaviside(Context& ctx, const pt2::Node& node) {
   const DType out = ctx.out_dtype(node);
   ctx.set_output(node, b.elementwise({ctx.operand(node, "self"), ctx.operand(node, "values")}, out, out,
                                      [&](const std::vector<Expr>& v) {
-                                       const Expr zero = constant(0, out);
+                                       const Expr zero = ir::scalar_const(0, out);
                                        const Expr step = ir::cast(ir::binary(ExprOp::Gt, v[0], zero), out);
                                        return ir::where(ir::eq(v[0], zero), v[1], step);
                                      }));
@@ -216,7 +215,7 @@ void translate_is_infinity(Context& ctx, const pt2::Node& node, double infinity)
   const DType in = b.dtype(x);
   ctx.set_output(node, b.elementwise({Operand::of(x)}, in, DType::Bool, [&](const std::vector<Expr>& v) {
     if (!is_floating(in)) return ir::bool_const(false);
-    return ir::eq(v[0], constant(infinity, in));
+    return ir::eq(v[0], ir::scalar_const(infinity, in));
   }));
 }
 

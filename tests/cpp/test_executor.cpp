@@ -168,3 +168,32 @@ TEST(Executor, SymbolicShapesBindPerCall) {
   });
   EXPECT_NE(message.find("s0"), std::string::npos) << message;
 }
+
+// _grouped_mm's MoE form: rows grouped by run-time ends, a transposed weight read in place.
+TEST(Executor, GroupedRowsMatmulReadsTransposedWeightsAndChecksEnds) {
+  GraphFixture f;
+  const NodeId a = f.input(DType::F32, {int_const(5), int_const(2)});
+  const NodeId w = f.input(DType::F32, {int_const(2), int_const(3), int_const(2)});  // [G, N, K]
+  const NodeId ends = f.input(DType::I32, {int_const(2)});
+  const NodeId out = f.b().grouped_rows_matmul(a, f.b().transpose(w, 1, 2), ends, DType::F32);
+  f.output(out);
+  EXPECT_EQ(f.graph().node(out).contraction, Contraction::GroupedRowsTransposedB);
+  EXPECT_EQ(f.graph().node(out).inputs[1], w);  // no copy of the transposed weight
+
+  const std::vector<float> rows = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  const std::vector<float> weights = {1, 0, 0, 1, 1, 1, 2, 0, 0, 2, -1, 1};  // group 0: e0, e1, e0+e1
+  const auto result = f.run({Host::of<float>(DType::F32, {5, 2}, rows),
+                             Host::of<float>(DType::F32, {2, 3, 2}, weights),
+                             Host::of<int32_t>(DType::I32, {2}, {1, 4})});
+  // Row 0: group 0; rows 1-3: group 1 (2*x0, 2*x1, x1-x0); row 4 is past the last end: zeros.
+  const float expected[] = {1, 2, 3, 6, 8, 1, 10, 12, 1, 14, 16, 1, 0, 0, 0};
+  for (int i = 0; i < 15; ++i) EXPECT_FLOAT_EQ(result[0].data<float>()[i], expected[i]) << "element " << i;
+
+  for (const std::vector<int32_t>& bad : {std::vector<int32_t>{3, 1}, std::vector<int32_t>{2, 6}}) {
+    const std::string message = error_of([&] {
+      f.run({Host::of<float>(DType::F32, {5, 2}, rows), Host::of<float>(DType::F32, {2, 3, 2}, weights),
+             Host::of<int32_t>(DType::I32, {2}, bad)});
+    });
+    EXPECT_NE(message.find("out of bounds"), std::string::npos) << message;
+  }
+}
