@@ -4,6 +4,7 @@ write-back, integer outputs, parameters bound by pointer, the AOT loader."""
 from __future__ import annotations
 
 import io
+import os
 import zipfile
 
 import pytest
@@ -281,3 +282,54 @@ def test_export_cache_can_be_disabled(tmp_path, monkeypatch) -> None:
     from luminal import export_cache
 
     assert export_cache.cache_directory() is None
+
+
+def _cache_files(directory) -> list:
+    return [*directory.glob("*.cubin"), *(directory / "graphs").glob("*")]
+
+
+def test_cache_evicts_least_recently_used_files_over_its_limit(tmp_path, monkeypatch) -> None:
+    """The kernel and export caches share one size limit; a hit makes an entry recently used."""
+    from luminal import export_cache
+
+    monkeypatch.setenv("LUMINAL_CACHE_DIR", str(tmp_path))
+    old_kernel = tmp_path / "sm_90-old.cubin"
+    old_kernel.write_bytes(b"k" * 1000)
+    unrelated = tmp_path / "notes.txt"  # not a cache file: never removed
+    unrelated.write_bytes(b"n" * 5000)
+    model = torch.nn.Linear(6, 5)
+    with torch.no_grad():
+        torch.compile(model, backend="luminal", dynamic=False)(rand(4, 6))
+    entry = _cached_archives(tmp_path)[0]
+    for path in [*_cache_files(tmp_path), unrelated]:
+        os.utime(path, (1_000 if path == old_kernel else 2_000,) * 2)
+
+    # A hit marks the entry as used now; over the limit, the oldest file goes first.
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(model, backend="luminal", dynamic=False)(rand(4, 6))
+    assert entry.stat().st_mtime > 2_000
+    rest = sum(p.stat().st_size for p in _cache_files(tmp_path) if p != old_kernel)
+    assert export_cache.prune(tmp_path, rest + 10) == 1000
+    assert not old_kernel.exists() and entry.exists() and unrelated.exists()
+
+    # Storing a new entry over the limit evicts the least recently used files (the old entry first).
+    for path in _cache_files(tmp_path):
+        os.utime(path, (3_000 if path.parent.name == "graphs" else 4_000,) * 2)
+    monkeypatch.setenv("LUMINAL_CACHE_MAX_BYTES", str(rest + 10))
+    monkeypatch.setattr(export_cache, "_measured", {})  # forget this process's last measurement
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(model, backend="luminal", dynamic=False)(rand(3, 6))
+    assert not entry.exists() and len(_cached_archives(tmp_path)) == 1 and unrelated.exists()
+
+
+SIZES = [("", 2 << 30), ("1000", 1000), ("3k", 3072), ("2 M", 2 << 20), ("x", 2 << 30)]
+
+
+@pytest.mark.parametrize("text,expected", SIZES)
+def test_cache_limit_parses_sizes(text: str, expected: int, monkeypatch) -> None:
+    from luminal import export_cache
+
+    monkeypatch.setenv("LUMINAL_CACHE_MAX_BYTES", text)
+    assert export_cache.cache_limit_bytes() == expected

@@ -8,6 +8,8 @@ constants, call_module submodules) are never cached.
 
 The cache lives next to the kernel cache: ``$LUMINAL_CACHE_DIR/graphs`` (default
 ``$XDG_CACHE_HOME/luminal`` or ``~/.cache/luminal``); ``LUMINAL_CACHE_DIR=""`` disables both.
+Both are bounded together: after every new entry, the least recently used files go until the
+cache fits in ``LUMINAL_CACHE_MAX_BYTES`` (default 2 GiB; suffixes K, M, G allowed).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +38,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("luminal")
 
 _FORMAT = 1  # bump when the stored layout or the export recipe changes
+_DEFAULT_LIMIT_BYTES = 2 << 30
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
 def cache_directory() -> Path | None:
@@ -100,6 +105,8 @@ def load(key: str) -> ExportedGraph | None:
         if hashlib.sha256(archive).hexdigest() != meta["archive_sha256"]:
             raise ValueError("archive does not match its checksum")
         out_spec = pytree.treespec_loads(meta["out_spec"]) if meta["out_spec"] is not None else None
+        for used in (archive_path, meta_path):  # recently used: the last to be evicted
+            os.utime(used)
         return ExportedGraph(
             archive=archive,
             tensor_positions=tuple(int(p) for p in meta["tensor_positions"]),
@@ -135,6 +142,71 @@ def store(key: str, exported: ExportedGraph) -> None:
         _write_atomically(directory / f"{key}.json", json.dumps(meta).encode())
     except OSError as error:
         log.warning("luminal: could not write the export cache in %s: %s", directory, error)
+        return
+    _enforce_limit(directory.parent, len(exported.archive))
+
+
+# Per cache root, what this process last measured (bytes, bytes stored since, when), so that a store
+# scans the directory only when the cache may have outgrown its limit, or after a while (other
+# processes and the kernel cache grow it too).
+_RESCAN_SECONDS = 60.0
+_measured: dict[Path, tuple[int, int, float]] = {}
+
+
+def _enforce_limit(root: Path, added_bytes: int) -> None:
+    limit = cache_limit_bytes()
+    measured, added, at = _measured.get(root, (-1, 0, 0.0))
+    added += added_bytes
+    if measured >= 0 and time.monotonic() - at < _RESCAN_SECONDS and measured + added <= limit:
+        _measured[root] = (measured, added, at)
+        return
+    freed, remaining = _prune(root, limit)
+    _measured[root] = (remaining, 0, time.monotonic())
+    if freed:
+        log.info("luminal: cache over %d bytes, removed %d bytes of least recently used entries", limit, freed)
+
+
+def cache_limit_bytes() -> int:
+    """LUMINAL_CACHE_MAX_BYTES: a byte count, optionally with a K, M or G suffix."""
+    text = os.environ.get("LUMINAL_CACHE_MAX_BYTES", "").strip().upper()
+    if not text:
+        return _DEFAULT_LIMIT_BYTES
+    unit = text[-1] if text[-1] in _UNITS else ""
+    number = text[: len(text) - len(unit)].strip()
+    if not number.isdigit():
+        log.warning("luminal: ignoring LUMINAL_CACHE_MAX_BYTES=%r (not a size)", text)
+        return _DEFAULT_LIMIT_BYTES
+    return int(number) * _UNITS[unit]
+
+
+def prune(root: Path, limit_bytes: int) -> int:
+    """Deletes the least recently used cache files (kernels in `root`, exported graphs in
+    `root/graphs`) until the rest fit in `limit_bytes`. Returns the bytes freed. Files that another
+    process removes or replaces meanwhile are skipped."""
+    return _prune(root, limit_bytes)[0]
+
+
+def _prune(root: Path, limit_bytes: int) -> tuple[int, int]:
+    """prune(), also returning the bytes that remain."""
+    entries = []
+    for pattern in ("*.cubin", "graphs/*.pt2", "graphs/*.json"):
+        for path in root.glob(pattern):
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            entries.append((info.st_mtime, info.st_size, path))
+    total = sum(size for _, size, _ in entries)
+    freed = 0
+    for _, size, path in sorted(entries, key=lambda entry: entry[0]):
+        if total - freed <= limit_bytes:
+            break
+        try:
+            path.unlink()
+        except OSError:
+            continue
+        freed += size
+    return freed, total - freed
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

@@ -133,6 +133,9 @@ std::string compile_to_cubin(const std::string& source, const std::string& arch)
     if (entry.size() > header.size() + 4 && entry.compare(0, header.size(), header) == 0 &&
         entry.compare(header.size(), 4, "\x7f" "ELF") == 0) {
       cubin = entry.substr(header.size());
+      // Recently used: the cache's size limit evicts least recently used files first.
+      std::error_code ignored;
+      std::filesystem::last_write_time(file, std::filesystem::file_time_type::clock::now(), ignored);
     }
   }
   if (cubin.empty()) {
