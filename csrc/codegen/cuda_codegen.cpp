@@ -126,7 +126,7 @@ extern "C" __global__ void __launch_bounds__(128) LM_KERNEL(const LM_KERNEL_para
       for (int j = 0; j < 4; ++j)
         #pragma unroll
         for (int c = 0; c < 4; ++c) lm_acc[i][j][c] = 0.0f;
-    if (lm_group < lm_groups && lm_a_vectors && lm_b_vectors) {
+    if (lm_group < lm_groups && lm_k > 0 && lm_a_vectors && lm_b_vectors) {
       // Pipelined: the next k step's tiles are in flight (cp.async) while this one multiplies.
       const auto issue = [&](int stage, lm_i64 k0) {
         for (int e = lm_tid; e < 64 * 32 / LM_VEC; e += 128) {
@@ -295,9 +295,9 @@ class KernelWriter {
   // 32x32. bf16/f16 multiply on tensor cores (mma.sync, sm_80+); f32, and older GPUs, with FMAs.
   // Operands are read through the same load code as any kernel (any layout, run-time strides).
   Kernel write_grouped_rows() {
-    const Node& a = node_;
     const DType in = operands_.at(0).dtype;
-    const Expr rows = a.shape[0], cols = a.shape[1], inner = operands_.at(0).shape[1], groups = operands_.at(1).shape[0];
+    const Expr rows = node_.shape[0], cols = node_.shape[1];
+    const Expr inner = operands_.at(0).shape[1], groups = operands_.at(1).shape[0];
     const bool transposed = node_.contraction == ir::Contraction::GroupedRowsTransposedB;  // b is [G, N, K]
     Kernel kernel;
     kernel.block_size = kGroupedThreads;
