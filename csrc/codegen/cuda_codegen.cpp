@@ -308,16 +308,7 @@ class KernelWriter {
     const auto tiles_of = [&](const Expr& n) { return ir::floordiv(ir::add(n, ir::int_const(kGroupedTile - 1)), tile); };
     kernel.outputs = ir::simplify(ir::mul(ir::add(ir::add(tiles_of(rows), groups), ir::int_const(1)), tiles_of(cols)), {});
 
-    add_param(ParamKind::Output);
-    for (size_t slot = 0; slot < operands_.size(); ++slot) add_param(ParamKind::Input, static_cast<int>(slot));
-    add_param(ParamKind::ErrorFlag);
-    collect_symbols();
-    for (size_t slot = 0; slot < operands_.size(); ++slot) {
-      if (operands_[slot].layout != Layout::Strided) continue;
-      for (size_t d = 0; d < operands_[slot].shape.size(); ++d) {
-        add_param(ParamKind::InputStride, static_cast<int>(slot), static_cast<int>(d));
-      }
-    }
+    add_node_params();
     const Expr i0 = ir::loop_var(0), i1 = ir::loop_var(1), i2 = ir::loop_var(2);
     std::ostringstream text;
     text << params_declaration();
@@ -346,9 +337,7 @@ class KernelWriter {
     body = replace_all(body, "@USE_MMA@", half ? "1" : "0");
     body = replace_all(body, "@MMA_TYPE@", in == DType::F16 ? "f16" : "bf16");
     text << body;
-    kernel.name = str_cat("lm_", hex_bits(std::hash<std::string>{}(text.str())).substr(2));
-    kernel.source = replace_all(text.str(), "LM_KERNEL", kernel.name);
-    kernel.params = params_;
+    name_and_finish(kernel, text.str());
     return kernel;
   }
 
@@ -373,6 +362,24 @@ class KernelWriter {
     kernel.threads_per_output = kernel.schedule == Schedule::WarpPerOutput ? 32 : 1;
     warp_mode_ = kernel.schedule == Schedule::WarpPerOutput;
 
+    add_node_params();
+
+    std::string body;
+    switch (kernel.schedule) {
+      case Schedule::Elementwise: body = elementwise_body(); break;
+      case Schedule::Pieces: body = pieces_body(pieces); break;
+      case Schedule::WarpPerOutput: body = node_.kind == NodeKind::Reduce ? reduce_body(kernel.schedule) : elementwise_body(); break;
+      case Schedule::ThreadPerOutput: body = reduce_body(kernel.schedule); break;
+    }
+    name_and_finish(kernel, params_declaration() + body);
+    return kernel;
+  }
+
+ private:
+  // ---- parameters ----
+  // A node kernel's parameters: output, inputs, error flag, symbols, then the run-time strides of
+  // strided (graph input) operands.
+  void add_node_params() {
     add_param(ParamKind::Output);
     for (size_t slot = 0; slot < operands_.size(); ++slot) add_param(ParamKind::Input, static_cast<int>(slot));
     add_param(ParamKind::ErrorFlag);
@@ -383,25 +390,15 @@ class KernelWriter {
         add_param(ParamKind::InputStride, static_cast<int>(slot), static_cast<int>(d));
       }
     }
+  }
 
-    std::string body;
-    switch (kernel.schedule) {
-      case Schedule::Elementwise: body = elementwise_body(); break;
-      case Schedule::Pieces: body = pieces_body(pieces); break;
-      case Schedule::WarpPerOutput: body = node_.kind == NodeKind::Reduce ? reduce_body(kernel.schedule) : elementwise_body(); break;
-      case Schedule::ThreadPerOutput: body = reduce_body(kernel.schedule); break;
-    }
-    const std::string params_struct = params_declaration();
-    // Name by content so that equal kernels share one compiled function.
-    const std::string text = params_struct + body;
+  // Names the kernel by its text, so that equal kernels share one compiled function.
+  void name_and_finish(Kernel& kernel, const std::string& text) const {
     kernel.name = str_cat("lm_", hex_bits(std::hash<std::string>{}(text)).substr(2));
     kernel.source = replace_all(text, "LM_KERNEL", kernel.name);
     kernel.params = params_;
-    return kernel;
   }
 
- private:
-  // ---- parameters ----
   void add_param(ParamKind kind, int slot = -1, int dim = -1, std::string symbol = "") {
     KernelParam p;
     p.kind = kind;
