@@ -77,3 +77,43 @@ def test_linear_gelu(approximate: str, dtype: torch.dtype, device: str) -> None:
     with torch.no_grad():
         assert_same(torch.compile(model, backend=backend)(x), model(x), tolerance_scale=4)
     assert ("+ bias, gelu_tanh" in captured[0].ir()) == (approximate == "tanh")
+
+
+def _pairwise_dots(x: torch.Tensor) -> torch.Tensor:
+    """DLRM's interaction: dot products of every pair of rows of each sample (lower triangle)."""
+    rows = x.shape[1]
+    i = torch.tensor([a for a in range(rows) for _ in range(a)], device=x.device)
+    j = torch.tensor([b for a in range(rows) for b in range(a)], device=x.device)
+    return torch.bmm(x, x.transpose(1, 2))[:, i, j]
+
+
+def _misaligned(t: torch.Tensor) -> torch.Tensor:
+    """The same values at an address 4 bytes past a 16-byte boundary (contiguous strides)."""
+    storage = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+    view = storage[1:].view(t.shape)
+    view.copy_(t)
+    return view
+
+
+@pytest.mark.parametrize("width", [16, 6, 32], ids=str)
+@pytest.mark.parametrize("layout", ["contiguous", "misaligned", "strided"])
+def test_pairwise_dots_vector_loads(width: int, layout: str, device: str) -> None:
+    """Folds over 4-aligned f32 rows read float4s when the pointer is 16-byte aligned and the
+    innermost stride is 1, and the scalar loop otherwise: both give eager's numbers."""
+    x = rand(5, 27, width, device=device)
+    if layout == "misaligned":
+        x = _misaligned(x)
+        assert x.data_ptr() % 16 != 0
+    elif layout == "strided":
+        x = torch.stack([x, rand(5, 27, width, device=device)], dim=-1)[..., 0]  # innermost stride 2
+    captured: list = []
+
+    def backend(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]):
+        compiled = luminal.luminal_backend(gm, inputs)
+        captured.append(compiled)
+        return compiled
+
+    expected = _pairwise_dots(x)
+    assert_same(torch.compile(_pairwise_dots, backend=backend)(x), expected, tolerance_scale=4)
+    source = captured[0].cuda_source()
+    assert ("float4" in source) == (width % 4 == 0), "vector loads exactly when rows are whole float4s"

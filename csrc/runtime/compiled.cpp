@@ -85,7 +85,29 @@ std::string CompiledGraph::cuda_source() const {
 #endif
 }
 
-SymbolValues CompiledGraph::bind(const std::vector<TensorView>& inputs) const { return bind_inputs(*graph_, inputs); }
+SymbolValues CompiledGraph::bind(const std::vector<TensorView>& inputs) const {
+  const auto same_layout = [](const InputLayout& layout, const TensorView& view) {
+    return layout.dtype == view.dtype && layout.sizes == view.sizes && layout.strides == view.strides;
+  };
+  {
+    const std::lock_guard<std::mutex> lock(bind_mutex_);
+    if (bound_ && bound_layouts_.size() == inputs.size() &&
+        std::equal(bound_layouts_.begin(), bound_layouts_.end(), inputs.begin(), same_layout)) {
+      return bound_symbols_;
+    }
+  }
+  SymbolValues symbols = bind_inputs(*graph_, inputs);  // raises on any mismatch: nothing is cached
+  const std::lock_guard<std::mutex> lock(bind_mutex_);
+  bound_layouts_.resize(inputs.size());
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    bound_layouts_[k].dtype = inputs[k].dtype;
+    bound_layouts_[k].sizes = inputs[k].sizes;
+    bound_layouts_[k].strides = inputs[k].strides;
+  }
+  bound_symbols_ = symbols;
+  bound_ = true;
+  return symbols;
+}
 
 std::vector<int64_t> CompiledGraph::output_shape(size_t k, const SymbolValues& symbols) const {
   const ir::GraphOutput& out = graph_->outputs.at(k);

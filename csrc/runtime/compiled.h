@@ -75,7 +75,8 @@ class CompiledGraph {
   const ir::Node& input(size_t k) const { return graph_->node(graph_->inputs[k]); }
   const std::vector<OutputInfo>& outputs() const { return outputs_; }
 
-  // Binds the call's inputs: checks them and solves the shape symbols.
+  // Binds the call's inputs: checks them and solves the shape symbols. Inputs with the dtypes,
+  // sizes and strides of the last call that bound get that call's symbols without re-checking.
   SymbolValues bind(const std::vector<TensorView>& inputs) const;
   std::vector<int64_t> output_shape(size_t k, const SymbolValues& symbols) const;
   int64_t int_output(size_t k, const SymbolValues& symbols) const;
@@ -100,6 +101,16 @@ class CompiledGraph {
   std::string megakernel_reason_;
   std::vector<bool> input_read_;
   std::vector<OutputInfo> outputs_;
+  // The layouts bind() last accepted and what they bound: binding is a pure function of each
+  // input's dtype, sizes and strides, and repeated calls repeat them (per-call host time).
+  struct InputLayout {
+    DType dtype = DType::F32;
+    std::vector<int64_t> sizes, strides;
+  };
+  mutable std::mutex bind_mutex_;
+  mutable std::vector<InputLayout> bound_layouts_;
+  mutable SymbolValues bound_symbols_;
+  mutable bool bound_ = false;
   std::unique_ptr<cpu::Executor> cpu_;
 #if LUMINAL_HAVE_CUDA
   gpu::Executor& cuda_executor(bool row) const;

@@ -84,6 +84,10 @@ class CompiledFunction:
     def stats(self) -> dict[str, Any]:
         return self._graph.stats()
 
+    def cuda_source(self) -> str:
+        """The generated CUDA module (prelude and kernels); empty in a build without CUDA."""
+        return self._graph.cuda_source()
+
 
 def _export_through_cache(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> ExportedGraph:
     roles = [_input_role(v) if isinstance(v, torch.Tensor) else None for v in example_inputs]

@@ -151,6 +151,30 @@ TEST(EndToEnd, WrongInputsRaiseWithNames) {
   EXPECT_THROW(graph->bind({}), Error);
 }
 
+TEST(EndToEnd, BindReusesOnlyIdenticalLayouts) {
+  // A call with the last bound call's layouts skips the checks; any difference is checked again.
+  const auto graph = runtime::CompiledGraph::from_archive_file(fixture("mlp.pt2"));
+  HostTensor x;
+  x.dtype = DType::F32;
+  x.sizes = {2, 4};
+  x.bytes.resize(2 * 4 * 4);
+  const runtime::SymbolValues first = graph->bind({x.view()});
+  EXPECT_EQ(graph->bind({x.view()}), first);
+  runtime::TensorView transposed = x.view();
+  transposed.strides = {1, 2};  // same sizes and dtype, other strides: a new layout, checked again
+  EXPECT_NO_THROW(graph->bind({transposed}));
+  HostTensor wrong = x;
+  wrong.sizes = {2, 5};
+  wrong.bytes.resize(2 * 5 * 4);
+  EXPECT_THROW(graph->bind({wrong.view()}), Error);
+  wrong.sizes = {2, 4};
+  wrong.dtype = DType::F64;
+  wrong.bytes.resize(2 * 4 * 8);
+  EXPECT_THROW(graph->bind({wrong.view()}), Error);
+  EXPECT_EQ(graph->bind({x.view()}), first);
+  EXPECT_THROW(graph->bind({x.view(), x.view()}), Error);
+}
+
 TEST(EndToEnd, IrTextShowsBothStages) {
   const auto graph = runtime::CompiledGraph::from_archive_file(fixture("mlp.pt2"));
   const std::string before = graph->ir_text(false);
