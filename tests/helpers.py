@@ -57,6 +57,28 @@ def compile_luminal(fn: Callable[..., Any], **kwargs: Any) -> Callable[..., Any]
     return torch.compile(fn, backend="luminal", **kwargs)
 
 
+def capturing_backend(captured: list[Any], **options: Any) -> Callable[..., Any]:
+    """A luminal backend that also appends each compiled function to `captured` (for its ir/stats)."""
+
+    def backend(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]) -> Any:
+        compiled = luminal.luminal_backend(gm, inputs, **options)
+        captured.append(compiled)
+        return compiled
+
+    return backend
+
+
+class FunctionModule(torch.nn.Module):
+    """A module whose forward calls `fn` (torch.export takes modules)."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+
 def check(fn: Callable[..., Any], *args: Any, tolerance_scale: float = 1.0, dynamic: bool | None = None) -> Any:
     """Runs fn eagerly and through luminal on copies of the same inputs and compares."""
     expected = fn(*clone_args(args))

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import luminal
-from helpers import assert_same, rand
+from helpers import FunctionModule, assert_same, capturing_backend, rand
 from luminal import _C
 
 
@@ -140,10 +140,7 @@ def test_ir_and_stats_are_exposed(device: str) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.ReLU())  # large enough for a library matmul
     captured = []
 
-    def backend(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]):
-        compiled = luminal.luminal_backend(gm, inputs)
-        captured.append(compiled)
-        return compiled
+    backend = capturing_backend(captured)
 
     torch.compile(model, backend=backend)(rand(2, 64))
     text = captured[0].ir()
@@ -162,17 +159,8 @@ def test_wrong_input_dtype_raises() -> None:
 def _compile_graph(fn, *args):
     from luminal.backend import _serialize
 
-    exported = torch.export.export(_Wrap(fn), args).run_decompositions()
+    exported = torch.export.export(FunctionModule(fn), args).run_decompositions()
     return _C.compile(_serialize(exported))  # the PT2 archive layout, on every torch version
-
-
-class _Wrap(torch.nn.Module):
-    def __init__(self, fn) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
 
 
 def test_load_pt2_file_with_weights(tmp_path) -> None:
@@ -222,10 +210,7 @@ def test_small_matmuls_fuse_into_one_kernel(device: str) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1), torch.nn.Sigmoid())
     captured = []
 
-    def backend(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]):
-        compiled = luminal.luminal_backend(gm, inputs)
-        captured.append(compiled)
-        return compiled
+    backend = capturing_backend(captured)
 
     model = model.to(device)
     x = rand(5, 8, device=device)

@@ -9,18 +9,8 @@ import pytest
 import torch
 
 import luminal
-from helpers import FLOAT_DTYPES, check, non_contiguous, rand
+from helpers import FLOAT_DTYPES, FunctionModule, check, non_contiguous, rand
 from luminal.decompositions import decomposition_table
-
-
-class _Wrap(torch.nn.Module):
-    def __init__(self, fn) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
-
 
 # Each op's graph must keep the target whole: the test then goes through its translator.
 KEPT_WHOLE = [
@@ -73,7 +63,7 @@ KEPT_WHOLE = [
 def test_targets_are_kept_whole() -> None:
     table = decomposition_table()
     for target, fn, shape in KEPT_WHOLE:
-        graph = torch.export.export(_Wrap(fn), (torch.randn(*shape),)).run_decompositions(table).graph
+        graph = torch.export.export(FunctionModule(fn), (torch.randn(*shape),)).run_decompositions(table).graph
         targets = {str(n.target) for n in graph.nodes if n.op == "call_function"}
         assert f"aten.{target}" in targets, (target, targets)
         assert f"torch.ops.aten.{target}" in luminal.decompositions.natively_translated()

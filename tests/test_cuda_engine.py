@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-import luminal
-from helpers import assert_same, rand
+from helpers import assert_same, capturing_backend, rand
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "dlrm"))
 from model import DLRM, MINI, make_inputs  # noqa: E402
@@ -20,19 +19,10 @@ from model import DLRM, MINI, make_inputs  # noqa: E402
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
 
-def _capturing_backend(captured: list[Any]):
-    def backend(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]):
-        compiled = luminal.luminal_backend(gm, inputs)
-        captured.append(compiled)
-        return compiled
-
-    return backend
-
-
 def test_repeated_calls_do_not_synchronize_cuda() -> None:
     model = DLRM(MINI).cuda().eval()
     captured: list[Any] = []
-    compiled = torch.compile(model, backend=_capturing_backend(captured))
+    compiled = torch.compile(model, backend=capturing_backend(captured))
     batches = [make_inputs(MINI, 512, 2, device="cuda") for _ in range(6)]
     with torch.no_grad():
         compiled(*batches[0])  # compiles, builds the graph instance and tunes matmuls: may wait

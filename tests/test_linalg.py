@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import luminal
-from helpers import assert_same, check, non_contiguous, rand
+from helpers import assert_same, capturing_backend, check, non_contiguous, rand
 
 # Float32 reductions over k reorder additions; tolerances scale with the inner dimension.
 MM_SHAPES = [(1, 1, 1), (3, 5, 7), (17, 33, 9), (64, 128, 48), (2, 513, 3)]
@@ -68,10 +67,7 @@ def test_linear_gelu(approximate: str, dtype: torch.dtype, device: str) -> None:
     model = model.to(device=device, dtype=dtype)
     captured: list = []
 
-    def backend(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]):
-        compiled = luminal.luminal_backend(gm, inputs)
-        captured.append(compiled)
-        return compiled
+    backend = capturing_backend(captured)
 
     x = rand(37, 48, dtype=dtype, device=device)
     with torch.no_grad():
@@ -108,10 +104,7 @@ def test_pairwise_dots_vector_loads(width: int, layout: str, device: str) -> Non
         x = torch.stack([x, rand(5, 27, width, device=device)], dim=-1)[..., 0]  # innermost stride 2
     captured: list = []
 
-    def backend(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]):
-        compiled = luminal.luminal_backend(gm, inputs)
-        captured.append(compiled)
-        return compiled
+    backend = capturing_backend(captured)
 
     expected = _pairwise_dots(x)
     assert_same(torch.compile(_pairwise_dots, backend=backend)(x), expected, tolerance_scale=4)

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 import luminal
-from helpers import assert_same
+from helpers import assert_same, capturing_backend
 
 
 @dataclass(frozen=True)
@@ -93,10 +93,7 @@ def make_batch(v: Variant, batch: int, device: str, index_dtype: torch.dtype) ->
 def compile_and_capture(model: nn.Module, **options: Any) -> tuple[Any, list[Any]]:
     captured: list[Any] = []
 
-    def backend(gm: torch.fx.GraphModule, inputs: list[torch.Tensor]):
-        compiled = luminal.luminal_backend(gm, inputs, **options)
-        captured.append(compiled)
-        return compiled
+    backend = capturing_backend(captured, **options)
 
     return torch.compile(model, backend=backend), captured
 
