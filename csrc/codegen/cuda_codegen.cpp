@@ -443,6 +443,12 @@ class KernelWriter {
     return out.str();
   }
 
+  // The C name of input `slot`'s pointer.
+  std::string operand_pointer(int slot) const {
+    const OperandInfo& op = operands_.at(slot);
+    return op.name.empty() ? str_cat("p.in", slot) : op.name;
+  }
+
   // Element strides of input `slot`, one C expression per dimension.
   std::vector<std::string> operand_strides(int slot) const {
     const OperandInfo& op = operands_.at(slot);
@@ -671,7 +677,7 @@ class KernelWriter {
   // The run-time condition under which `load` may read 4 elements at once, or "" if it never may.
   std::string vector_load_condition(const Expr& load) {
     const OperandInfo& op = operands_.at(load->index);
-    const std::string pointer = op.name.empty() ? str_cat("p.in", load->index) : op.name;
+    const std::string pointer = operand_pointer(load->index);
     const size_t last = load->load_rank() - 1;
     std::string condition = str_cat("(((unsigned long long)", pointer, ") & 15ull) == 0ull");
     switch (op.layout) {
@@ -721,7 +727,6 @@ class KernelWriter {
     const std::string r = str_cat("r", var);
     std::vector<std::string> vectors;
     for (const Expr& load : loads) {
-      const OperandInfo& op = operands_.at(load->index);
       const std::vector<std::string> strides = operand_strides(load->index);
       const size_t last = load->load_rank() - 1;
       std::string offset = r;
@@ -729,7 +734,7 @@ class KernelWriter {
         const std::string index = emit(load->args[d], loop);
         offset += str_cat(" + ", index, strides[d] == "1LL" ? "" : str_cat(" * ", strides[d]));
       }
-      const std::string pointer = op.name.empty() ? str_cat("p.in", load->index) : op.name;
+      const std::string pointer = operand_pointer(load->index);
       vectors.push_back(fresh());
       line(loop, str_cat("const float4 ", vectors.back(), " = lm_ok ? *reinterpret_cast<const float4*>(", pointer, " + (",
                          offset, ")) : make_float4(0.f, 0.f, 0.f, 0.f);"));
@@ -999,7 +1004,7 @@ class KernelWriter {
       offset = offset.empty() ? term : str_cat(offset, " + ", term);
     }
     if (offset.empty()) offset = "0";
-    std::string read = str_cat(op.name.empty() ? str_cat("p.in", slot) : op.name, "[", offset, "]");
+    std::string read = str_cat(operand_pointer(slot), "[", offset, "]");
     switch (op.dtype) {
       case DType::F16: read = "lm_h2f(" + read + ")"; break;
       case DType::BF16: read = "lm_bf2f(" + read + ")"; break;
