@@ -21,6 +21,14 @@ cublasLtHandle_t handle() {
   return h;
 }
 
+// The largest power of two (up to 256) that divides the address: what cuBLASLt's kernels may assume.
+int alignment_of(const void* pointer) {
+  const auto address = reinterpret_cast<uintptr_t>(pointer);
+  int alignment = 1;
+  while (alignment < 256 && address % (alignment * 2) == 0) alignment *= 2;
+  return alignment;
+}
+
 cudaDataType_t data_type(DType dtype) {
   switch (dtype) {
     case DType::F32: return CUDA_R_32F;
@@ -79,7 +87,7 @@ struct Matmul::Descriptors {
 };
 
 Matmul::Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOperand& b, const MatmulEpilogue& epilogue)
-    : d_(std::make_unique<Descriptors>()), a_(a), b_(b) {
+    : d_(std::make_unique<Descriptors>()), shape_(shape), a_(a), b_(b) {
   const std::optional<ColumnMajor> ta = transposed(b, shape.k, shape.n);  // b^T
   const std::optional<ColumnMajor> tb = transposed(a, shape.m, shape.k);  // a^T
   LUMINAL_CHECK(ta && tb, "internal error: matmul operand layout is not BLAS-compatible");
@@ -135,6 +143,15 @@ Matmul::Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOpe
   check(api.cublasLtMatmulPreferenceSetAttribute(d_->preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                  &max_workspace, sizeof max_workspace),
         "cublasLtMatmulPreferenceSetAttribute");
+  // Without these, cuBLASLt assumes 256-byte aligned operands and may pick kernels that reject a
+  // view at an odd offset (CUBLAS_STATUS_INVALID_VALUE at launch). Output and bias are arena memory.
+  const uint32_t align_a = static_cast<uint32_t>(alignment_of(b.data)), align_b = static_cast<uint32_t>(alignment_of(a.data));
+  check(api.cublasLtMatmulPreferenceSetAttribute(d_->preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                                 sizeof align_a),
+        "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_A)");
+  check(api.cublasLtMatmulPreferenceSetAttribute(d_->preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                                 sizeof align_b),
+        "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT_B)");
   constexpr int kCandidates = 32;  // split-K and small-tile variants rank low but win on skinny shapes
   cublasLtMatmulHeuristicResult_t results[kCandidates]{};
   int found = 0;
@@ -148,7 +165,7 @@ Matmul::Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOpe
     d_->candidates.push_back(results[i].algo);
     workspace_bytes_ = std::max(workspace_bytes_, results[i].workspaceSize);
   }
-  LUMINAL_CHECK(!d_->candidates.empty(), "cuBLASLt's algorithms all failed for this matmul");
+  LUMINAL_CHECK(!d_->candidates.empty(), "cuBLASLt's algorithms all failed for ", describe(nullptr));
 }
 
 size_t Matmul::select_fastest(void* out, void* workspace, CUstream stream) {
@@ -159,7 +176,8 @@ size_t Matmul::select_fastest(void* out, void* workspace, CUstream stream) {
   check(api.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
   check(api.cuEventCreate(&end, CU_EVENT_DEFAULT), "cuEventCreate");
   float best = std::numeric_limits<float>::max();
-  size_t best_index = 0;
+  std::optional<size_t> best_index;
+  std::string last_failure;
   for (size_t i = 0; i < d_->candidates.size(); ++i) {
     d_->chosen = i;
     try {
@@ -169,7 +187,8 @@ size_t Matmul::select_fastest(void* out, void* workspace, CUstream stream) {
       check(api.cuEventRecord(end, stream), "cuEventRecord");
       ++syncs;
       check(api.cuEventSynchronize(end), "cuEventSynchronize");
-    } catch (const Error&) {
+    } catch (const Error& error) {
+      last_failure = error.what();
       continue;  // a candidate that fails to launch is simply not chosen
     }
     float ms = 0;
@@ -181,7 +200,9 @@ size_t Matmul::select_fastest(void* out, void* workspace, CUstream stream) {
   }
   api.cuEventDestroy(start);
   api.cuEventDestroy(end);
-  d_->chosen = best_index;
+  // Keeping a candidate that failed would only fail later, inside a captured CUDA graph.
+  LUMINAL_CHECK(best_index.has_value(), "every cuBLASLt algorithm failed to run ", describe(out), ": ", last_failure);
+  d_->chosen = *best_index;
   return syncs;
 }
 
@@ -190,9 +211,30 @@ Matmul::~Matmul() = default;
 void Matmul::run(void* out, void* workspace, CUstream stream) const {
   const void* alpha = d_->double_scale ? static_cast<const void*>(&d_->alpha_d) : &d_->alpha_f;
   const void* beta = d_->double_scale ? static_cast<const void*>(&d_->beta_d) : &d_->beta_f;
-  check(cublaslt().cublasLtMatmul(handle(), d_->matmul, alpha, b_.data, d_->a, a_.data, d_->b, beta, out, d_->c, out,
-                                  d_->c, &d_->candidates[d_->chosen], workspace, workspace_bytes_, stream),
-        "cublasLtMatmul");
+  const cublasStatus_t status =
+      cublaslt().cublasLtMatmul(handle(), d_->matmul, alpha, b_.data, d_->a, a_.data, d_->b, beta, out, d_->c, out,
+                                d_->c, &d_->candidates[d_->chosen], workspace, workspace_bytes_, stream);
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    fail("cuBLASLt error ", static_cast<int>(status), " in cublasLtMatmul for ", describe(out));
+  }
+}
+
+namespace {
+
+
+std::string describe_operand(const char* name, const MatrixOperand& x) {
+  return str_cat(name, " strides [", x.batch_stride, ", ", x.row_stride, ", ", x.col_stride, "] aligned to ",
+                 alignment_of(x.data), " bytes");
+}
+
+}  // namespace
+
+std::string Matmul::describe(const void* out) const {
+  std::string text = str_cat(dtype_name(shape_.dtype), " matmul [", shape_.batch, ", ", shape_.m, ", ", shape_.k,
+                             "] @ [", shape_.batch, ", ", shape_.k, ", ", shape_.n, "] (",
+                             describe_operand("a", a_), "; ", describe_operand("b", b_));
+  if (out) text += str_cat("; out aligned to ", alignment_of(out), " bytes");
+  return text + ")";
 }
 
 }  // namespace luminal::cuda

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "common/dtype.h"
 #include "runtime/cuda/api.h"
@@ -48,7 +49,11 @@ class Matmul {
 
  private:
   struct Descriptors;
+  // The problem in words, for error messages: dtype, shapes, strides and pointer alignment.
+  std::string describe(const void* out) const;
+
   std::unique_ptr<Descriptors> d_;
+  MatmulShape shape_;
   MatrixOperand a_, b_;
   size_t workspace_bytes_ = 0;
 };

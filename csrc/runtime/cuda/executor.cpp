@@ -61,9 +61,10 @@ extern "C" __global__ void lm_export_errors(lm_i64* device_record, volatile lm_i
 
 enum class Placement { Input, Constant, Arena, Output, VirtualView, Register };
 
-// ---- library-call staging: user inputs feeding a matmul are copied into the arena, and a matmul
-// that is a graph output writes the arena and is copied out, so that captured library calls only
-// ever touch memory whose address is fixed for the instance.
+// ---- library-call staging: user inputs and graph outputs feeding a matmul are copied into the
+// arena, and a matmul that is a graph output writes the arena and is copied out, so that captured
+// library calls only ever touch memory whose address is fixed for the instance (an output's memory
+// is the caller's, new on every call).
 Node identity_copy(const Node& source, NodeId source_id, const std::string& why) {
   Node copy;
   copy.kind = NodeKind::Pointwise;
@@ -93,24 +94,30 @@ ir::Graph stage_library_operands(const ir::Graph& in, size_t& staged) {
     if (o.kind == ir::GraphOutput::Kind::Tensor) is_output[o.node] = true;
   }
   std::vector<NodeId> output_copy(in.size(), -1);
+  std::vector<bool> written_by_caller;  // per node of `out`: its memory is a graph output's
   for (const Node& node : in.nodes()) {
     Node copy = node;
     for (NodeId& input : copy.inputs) input = remap[input];
     if (node.kind == NodeKind::MatMul) {
       for (NodeId& operand : copy.inputs) {
-        const Node& base = out.node(view_base(out, operand));
-        if (base.kind == NodeKind::Input && base.role == ir::InputRole::User) {
+        const NodeId base_id = view_base(out, operand);
+        const Node& base = out.node(base_id);
+        if ((base.kind == NodeKind::Input && base.role == ir::InputRole::User) || written_by_caller[base_id]) {
           const Node& source = out.node(operand);
           operand = out.add(identity_copy(source, operand, str_cat("stage matmul operand of ", node.origin)));
+          written_by_caller.push_back(false);
           ++staged;
         }
       }
     }
     remap[node.id] = out.add(std::move(copy));
+    // A matmul output is redirected to the arena below; any other output is the caller's memory.
+    written_by_caller.push_back(is_output[node.id] && node.kind != NodeKind::MatMul);
     if (node.kind == NodeKind::Input) out.inputs[node.input_position] = remap[node.id];
     if (node.kind == NodeKind::MatMul && is_output[node.id]) {
       output_copy[node.id] = out.add(identity_copy(out.node(remap[node.id]), remap[node.id],
                                                    str_cat("copy out matmul output of ", node.origin)));
+      written_by_caller.push_back(true);
       ++staged;
     }
   }
