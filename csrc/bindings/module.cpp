@@ -4,7 +4,9 @@
 
 #include <pybind11/stl.h>
 
+#include <atomic>
 #include <limits>
+#include <memory>
 
 #if LUMINAL_TORCH_CUDA
 #include <ATen/Context.h>
@@ -195,11 +197,18 @@ class PyCompiledGraph {
     const auto& infos = core_->outputs();
     std::vector<at::Tensor> tensors(infos.size());
     std::vector<runtime::TensorView> out_views(infos.size());
+    std::vector<bool> written_in_place(infos.size(), false);
     const at::Device device = call_device(inputs, infos);
     for (size_t k = 0; k < infos.size(); ++k) {
       if (!infos[k].is_tensor) continue;
-      tensors[k] = at::empty(core_->output_shape(k, symbols),
-                             at::TensorOptions().dtype(to_scalar_type(infos[k].dtype)).device(device));
+      const std::vector<int64_t> shape = core_->output_shape(k, symbols);
+      if (infos[k].in_place && writable_in_place(inputs, infos[k], shape, device)) {
+        tensors[k] = inputs[infos[k].mutated_input];  // the scatter updates the input's own memory
+        out_views[k] = views[infos[k].mutated_input];
+        written_in_place[k] = true;
+        continue;
+      }
+      tensors[k] = at::empty(shape, at::TensorOptions().dtype(to_scalar_type(infos[k].dtype)).device(device));
       if (poison_enabled()) poison(tensors[k]);
       out_views[k] = to_view(tensors[k], k);
     }
@@ -216,10 +225,13 @@ class PyCompiledGraph {
       core_->run(views, out_views, symbols, on_cuda ? &cuda : nullptr);
     }
     py::list results;
+    size_t copied = 0;
     for (size_t k = 0; k < infos.size(); ++k) {
       if (infos[k].mutated_input >= 0) {
+        if (written_in_place[k]) continue;
         at::Tensor target = inputs.at(infos[k].mutated_input);
         target.copy_(tensors[k]);
+        copied += tensors[k].nbytes();
         continue;
       }
       if (infos[k].is_tensor) {
@@ -228,6 +240,7 @@ class PyCompiledGraph {
         results.append(py::int_(core_->int_output(k, symbols)));
       }
     }
+    *copy_back_bytes_ = copied;
     return results;
   }
 
@@ -245,6 +258,10 @@ class PyCompiledGraph {
     d["megakernel"] = s.megakernel;
     d["megakernel_reason"] = s.megakernel_reason;
     d["megakernel_fallbacks"] = s.megakernel_fallbacks;
+    // Bytes the last call copied to update mutated inputs: written back after the graph ran, and
+    // copied from scatter bases inside it. An in-place update (a KV-cache write) copies neither.
+    d["copy_back_bytes"] = copy_back_bytes_->load();
+    d["scatter_copy_bytes"] = s.scatter_copy_bytes;
 #if LUMINAL_HAVE_CUDA
     if (s.cuda_used) {
       py::dict c;
@@ -281,9 +298,26 @@ class PyCompiledGraph {
   }
 
  private:
+  // The output may be written straight into its mutated input: same dtype, shape and device, dense
+  // row-major memory, and no other input shares that storage (the graph might read it after the write).
+  static bool writable_in_place(const std::vector<at::Tensor>& inputs, const runtime::OutputInfo& info,
+                                const std::vector<int64_t>& shape, const at::Device& device) {
+    const at::Tensor& target = inputs.at(info.mutated_input);
+    if (target.scalar_type() != to_scalar_type(info.dtype) || target.device() != device ||
+        target.sizes() != at::IntArrayRef(shape) || !target.is_contiguous() || !target.has_storage()) {
+      return false;
+    }
+    const void* storage = target.storage().data();
+    size_t sharing = 0;
+    for (const at::Tensor& input : inputs) sharing += input.has_storage() && input.storage().data() == storage;
+    return sharing == 1;
+  }
+
   std::shared_ptr<runtime::CompiledGraph> core_;
   std::vector<size_t> call_positions_;
   bool call_as_tuple_ = false;
+  // The last call's write-back bytes (shared: the object is returned by value).
+  std::shared_ptr<std::atomic<size_t>> copy_back_bytes_ = std::make_shared<std::atomic<size_t>>(0);
 };
 
 }  // namespace

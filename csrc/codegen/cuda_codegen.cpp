@@ -341,6 +341,57 @@ class KernelWriter {
     return kernel;
   }
 
+  // A scatter (ir::NodeKind::Scatter): one thread per element of the domain computes its target
+  // and value and writes it (an assignment's winner among duplicate targets is unspecified, as in
+  // eager), or adds it atomically, rounded once per add. The base was copied into the output
+  // before (or the output is the base's own memory). A failed bounds check writes nothing.
+  Kernel write_scatter() {
+    Kernel kernel;
+    kernel.outputs = ir::simplify(ir::product(node_.scatter_domain), {});
+    add_node_params();
+    const int root = open_scope(-1, {}, false);
+    std::vector<std::string> coordinates;
+    for (const Expr& target : node_.scatter_targets) coordinates.push_back(emit(target, root));
+    const std::string value = emit(node_.body, root);
+    std::ostringstream out;
+    out << "extern \"C\" __global__ void __launch_bounds__(256) LM_KERNEL(const LM_KERNEL_params p) {\n";
+    out << "  const lm_i64 lm_n = " << shape_code(kernel.outputs) << ";\n";
+    out << "  for (lm_i64 lm_flat = (lm_i64)blockIdx.x * blockDim.x + threadIdx.x; lm_flat < lm_n;"
+        << " lm_flat += (lm_i64)gridDim.x * blockDim.x) {\n";
+    out << "    bool lm_ok = true; (void)lm_ok;\n";
+    out << unravel("lm_flat", 4, node_.scatter_domain);
+    out << scopes_[root]->code.str();
+    std::string offset = "0LL";
+    Expr stride = ir::int_const(1);
+    for (size_t d = node_.rank(); d-- > 0;) {
+      offset = str_cat("(", offset, " + ", coordinates[d], " * ", shape_code(ir::simplify(stride, {})), ")");
+      stride = ir::mul(stride, node_.shape[d]);
+    }
+    out << "    if (!lm_ok) continue;\n";
+    out << "    " << storage_type(node_.dtype) << "* const lm_target = p.out + " << offset << ";\n";
+    out << "    " << (node_.scatter_accumulate ? accumulate_code("lm_target", value) : str_cat("*lm_target = ", store_code(value), ";")) << "\n";
+    out << "  }\n}\n";
+    name_and_finish(kernel, params_declaration() + out.str());
+    return kernel;
+  }
+
+  // An atomic `*target = round(*target + value)` in the node's dtype (prelude helpers).
+  std::string accumulate_code(const std::string& target, const std::string& value) const {
+    switch (node_.dtype) {
+      case DType::F32: return str_cat("atomicAdd(", target, ", ", value, ");");
+      case DType::F64: return str_cat("atomicAdd(", target, ", ", value, ");");
+      case DType::F16: return str_cat("lm_atomic_add_h(", target, ", ", value, ");");
+      case DType::BF16: return str_cat("lm_atomic_add_bf(", target, ", ", value, ");");
+      case DType::I64: return str_cat("atomicAdd((lm_u64*)", target, ", (lm_u64)", value, ");");
+      case DType::I32: return str_cat("atomicAdd((unsigned int*)", target, ", (unsigned int)", value, ");");
+      case DType::I16: return str_cat("lm_atomic_add_u16((unsigned short*)", target, ", (unsigned int)", value, ");");
+      case DType::I8:
+      case DType::U8: return str_cat("lm_atomic_add_u8((unsigned char*)", target, ", (unsigned int)", value, ");");
+      case DType::Bool: return str_cat("if (", value, " != 0) *", target, " = 1;");
+    }
+    fail("internal error: scatter accumulation of ", dtype_name(node_.dtype));
+  }
+
   Kernel write() {
     Kernel kernel;
     kernel.outputs = ir::product(node_.shape);
@@ -414,6 +465,8 @@ class KernelWriter {
     for (const Expr& dim : node_.shape) collect(dim);
     if (node_.body) collect(node_.body);
     for (const Expr& e : node_.reduce_extents) collect(e);
+    for (const Expr& e : node_.scatter_domain) collect(e);
+    for (const Expr& e : node_.scatter_targets) collect(e);
     for (const OperandInfo& op : operands_) {
       for (const Expr& dim : op.shape) collect(dim);
     }
@@ -1355,11 +1408,12 @@ Kernel generate_kernel(const Node& node, const std::vector<OperandInfo>& operand
       fail("CUDA code generation failed for ", node.origin, ": ", error.what());
     }
   }
-  LUMINAL_CHECK(node.kind == NodeKind::Pointwise || node.kind == NodeKind::Reduce,
+  LUMINAL_CHECK(node.kind == NodeKind::Pointwise || node.kind == NodeKind::Reduce || node.kind == NodeKind::Scatter,
                 "internal error: no kernel for ", ir::node_kind_name(node.kind), " node ", node.origin);
   LUMINAL_CHECK(operands.size() == node.inputs.size(), "internal error: operand info for ", node.origin);
   try {
-    return KernelWriter(node, operands).write();
+    KernelWriter writer(node, operands);
+    return node.kind == NodeKind::Scatter ? writer.write_scatter() : writer.write();
   } catch (const Error& error) {
     fail("CUDA code generation failed for ", node.origin, ": ", error.what());
   }
@@ -1569,6 +1623,41 @@ __device__ __forceinline__ lm_i64 lm_mod(lm_i64 a, lm_i64 b, lm_i64* error) {
   if (b == -1) return 0;
   const lm_i64 r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+// Scatter accumulation into 16- and 8-bit elements: a compare-and-swap loop on the aligned 32-bit
+// word that holds the element (the other bytes are written back unchanged).
+__device__ __forceinline__ void lm_atomic_update16(unsigned short* address, float value, bool bf16) {
+  unsigned int* word = (unsigned int*)((lm_u64)address & ~(lm_u64)3);
+  const unsigned int shift = ((lm_u64)address & 2) ? 16u : 0u;
+  unsigned int old = *word, assumed;
+  do {
+    assumed = old;
+    const unsigned short current = (unsigned short)((assumed >> shift) & 0xffffu);
+    const unsigned short next = bf16 ? lm_f2bf(lm_bf2f(current) + value) : lm_f2h(lm_h2f(current) + value);
+    old = atomicCAS(word, assumed, (assumed & ~(0xffffu << shift)) | ((unsigned int)next << shift));
+  } while (assumed != old);
+}
+__device__ __forceinline__ void lm_atomic_add_h(unsigned short* address, float value) { lm_atomic_update16(address, value, false); }
+__device__ __forceinline__ void lm_atomic_add_bf(unsigned short* address, float value) { lm_atomic_update16(address, value, true); }
+__device__ __forceinline__ void lm_atomic_add_u16(unsigned short* address, unsigned int value) {
+  unsigned int* word = (unsigned int*)((lm_u64)address & ~(lm_u64)3);
+  const unsigned int shift = ((lm_u64)address & 2) ? 16u : 0u;
+  unsigned int old = *word, assumed;
+  do {
+    assumed = old;
+    const unsigned int next = (((assumed >> shift) + value) & 0xffffu) << shift;
+    old = atomicCAS(word, assumed, (assumed & ~(0xffffu << shift)) | next);
+  } while (assumed != old);
+}
+__device__ __forceinline__ void lm_atomic_add_u8(unsigned char* address, unsigned int value) {
+  unsigned int* word = (unsigned int*)((lm_u64)address & ~(lm_u64)3);
+  const unsigned int shift = ((unsigned int)((lm_u64)address & 3)) * 8u;
+  unsigned int old = *word, assumed;
+  do {
+    assumed = old;
+    const unsigned int next = (((assumed >> shift) + value) & 0xffu) << shift;
+    old = atomicCAS(word, assumed, (assumed & ~(0xffu << shift)) | next);
+  } while (assumed != old);
 }
 // Shape arithmetic (divisors are positive sizes).
 __device__ __forceinline__ lm_i64 lm_floordiv_s(lm_i64 a, lm_i64 b) { const lm_i64 q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }

@@ -86,6 +86,32 @@ NodeId Builder::reduce(DType dtype, Shape shape, std::vector<NodeId> inputs, Exp
   return graph_.add(std::move(node));
 }
 
+NodeId Builder::scatter(NodeId base, Shape domain, std::vector<NodeId> operands, std::vector<Expr> targets, Expr value,
+                        bool accumulate) {
+  const Shape out_shape = shape(base);
+  LUMINAL_CHECK(targets.size() == out_shape.size(), origin_, ": scatter into ", ir::node_signature(node(base)),
+                " needs ", out_shape.size(), " target coordinates, got ", targets.size());
+  LUMINAL_CHECK(value != nullptr, origin_, ": scatter without a value");
+  for (Expr& dim : domain) dim = simplify_shape(dim);
+  const ir::IndexRanges ranges = ranges_for(domain);
+  ir::Node n;
+  n.kind = NodeKind::Scatter;
+  n.dtype = dtype(base);
+  n.shape = out_shape;
+  n.inputs.push_back(base);
+  n.inputs.insert(n.inputs.end(), operands.begin(), operands.end());
+  for (size_t d = 0; d < targets.size(); ++d) {
+    Expr coordinate = ir::check_index(ir::cast(targets[d], DType::I64), out_shape[d]);
+    n.scatter_targets.push_back(ir::simplify(coordinate, ranges));
+  }
+  const DType value_dtype = accumulate ? ir::scatter_compute_dtype(n.dtype) : n.dtype;
+  n.body = ir::simplify(ir::cast(std::move(value), value_dtype), ranges);
+  n.scatter_domain = std::move(domain);
+  n.scatter_accumulate = accumulate;
+  n.origin = origin_;
+  return graph_.add(std::move(n));
+}
+
 NodeId Builder::matmul(NodeId a, NodeId b) {
   const Shape& sa = shape(a);
   const Shape& sb = shape(b);

@@ -52,6 +52,14 @@ class Builder {
   // marked ir::Contraction::GroupedRows(TransposedB). Ends are checked at run time.
   NodeId grouped_rows_matmul(NodeId a, NodeId b, NodeId ends, DType out_dtype);
 
+  // out = base, then for every j of `domain` (row-major): out[targets(j)] = value(j), or with
+  // `accumulate` out[targets(j)] += value(j), the sum rounded once to the base's dtype. `operands`
+  // are what value and targets load, as slots 1.. (slot 0 is the base, which they never read);
+  // targets are i64 coordinates, bounds-checked here. One ir::NodeKind::Scatter node: work is
+  // linear in the elements written.
+  NodeId scatter(NodeId base, Shape domain, std::vector<NodeId> operands, std::vector<Expr> targets, Expr value,
+                 bool accumulate);
+
   // Records a run-time check that two shape expressions are equal (checked when inputs are bound).
   void assert_equal(const Expr& a, const Expr& b, const std::string& what);
 

@@ -16,16 +16,22 @@ namespace {
 // x[indices] with indices = [None | tensor, ...] (numpy advanced indexing, as torch implements it):
 // tensor indices broadcast together to a shape I; if they are adjacent, I replaces the indexed
 // dimensions in place, otherwise I goes first, followed by the non-indexed dimensions in order.
-void translate_index(Context& ctx, const pt2::Node& node) {
-  Builder& b = ctx.builder();
-  const NodeId x = ctx.tensor(node, "self");
-  const std::vector<std::optional<NodeId>> indices = ctx.optional_tensors(node, "indices");
-  const Shape& x_shape = b.shape(x);
+// The result's shape, and for every dimension of x its coordinate as an expression over the
+// result's loop variables (index tensors are loaded as slots first_slot, first_slot + 1, ...;
+// negative indices wrap, and every coordinate is bounds-checked). Read by index.Tensor (a gather)
+// and written by index_put (a scatter over the same positions).
+struct AdvancedIndex {
+  Shape shape;
+  std::vector<NodeId> tensors;    // the index tensors, in slot order
+  std::vector<Expr> coordinates;  // one per dimension of x
+};
+
+AdvancedIndex advanced_index(Builder& b, const Shape& x_shape, const std::vector<std::optional<NodeId>>& indices,
+                             int first_slot) {
   const size_t rank = x_shape.size();
   LUMINAL_CHECK(indices.size() <= rank, "too many indices (", indices.size(), ") for a tensor of rank ", rank);
-
+  AdvancedIndex result;
   std::vector<size_t> indexed_dims;
-  std::vector<NodeId> index_tensors;
   for (size_t d = 0; d < indices.size(); ++d) {
     if (!indices[d]) continue;
     const DType dt = b.dtype(*indices[d]);
@@ -34,44 +40,43 @@ void translate_index(Context& ctx, const pt2::Node& node) {
     LUMINAL_CHECK(dt == DType::I64 || dt == DType::I32, "index ", d, " must be an integer tensor, got ",
                   dtype_name(dt));
     indexed_dims.push_back(d);
-    index_tensors.push_back(*indices[d]);
+    result.tensors.push_back(*indices[d]);
   }
-  if (index_tensors.empty()) {
-    ctx.set_output(node, x);
-    return;
+  if (result.tensors.empty()) {
+    result.shape = x_shape;
+    result.coordinates = Builder::loop_vars(rank);
+    return result;
   }
   std::vector<Shape> index_shapes;
-  for (NodeId t : index_tensors) index_shapes.push_back(b.shape(t));
+  for (NodeId t : result.tensors) index_shapes.push_back(b.shape(t));
   const Shape broadcast = b.broadcast_shapes(index_shapes);
   const bool adjacent = indexed_dims.back() - indexed_dims.front() + 1 == indexed_dims.size();
-  const size_t first_axis = adjacent ? indexed_dims.front() : 0;  // output axis where I starts
+  const size_t first_axis = adjacent ? indexed_dims.front() : 0;  // result axis where I starts
 
-  // Output shape and, for every non-indexed dimension of x, its output axis.
-  Shape out;
+  // The result's shape and, for every non-indexed dimension of x, its result axis.
   std::vector<int> x_dim_axis(rank, -1);
   auto append_plain_dim = [&](size_t d) {
-    x_dim_axis[d] = static_cast<int>(out.size());
-    out.push_back(x_shape[d]);
+    x_dim_axis[d] = static_cast<int>(result.shape.size());
+    result.shape.push_back(x_shape[d]);
   };
   auto is_indexed = [&](size_t d) {
     return std::find(indexed_dims.begin(), indexed_dims.end(), d) != indexed_dims.end();
   };
   if (adjacent) {
     for (size_t d = 0; d < first_axis; ++d) append_plain_dim(d);
-    out.insert(out.end(), broadcast.begin(), broadcast.end());
+    result.shape.insert(result.shape.end(), broadcast.begin(), broadcast.end());
     for (size_t d = indexed_dims.back() + 1; d < rank; ++d) append_plain_dim(d);
   } else {
-    out.insert(out.end(), broadcast.begin(), broadcast.end());
+    result.shape.insert(result.shape.end(), broadcast.begin(), broadcast.end());
     for (size_t d = 0; d < rank; ++d) {
       if (!is_indexed(d)) append_plain_dim(d);
     }
   }
 
   // Each index tensor is read at its broadcast position inside I.
-  std::vector<NodeId> inputs{x};
-  std::vector<Expr> x_index(rank);
-  for (size_t k = 0; k < index_tensors.size(); ++k) {
-    const NodeId t = index_tensors[k];
+  result.coordinates.resize(rank);
+  for (size_t k = 0; k < result.tensors.size(); ++k) {
+    const NodeId t = result.tensors[k];
     const Shape& t_shape = b.shape(t);
     const size_t offset = first_axis + broadcast.size() - t_shape.size();
     std::vector<Expr> t_index;
@@ -79,15 +84,26 @@ void translate_index(Context& ctx, const pt2::Node& node) {
       const bool broadcasts = t_shape[j]->is_int_const(1) && !broadcast[broadcast.size() - t_shape.size() + j]->is_int_const(1);
       t_index.push_back(broadcasts ? ir::int_const(0) : ir::loop_var(static_cast<int>(offset + j)));
     }
-    const int slot = static_cast<int>(inputs.size());
-    inputs.push_back(t);
-    const Expr raw = ir::load(slot, b.dtype(t), std::move(t_index));
-    x_index[indexed_dims[k]] = Builder::checked_index(raw, x_shape[indexed_dims[k]], /*wrap_negative=*/true);
+    const Expr raw = ir::load(first_slot + static_cast<int>(k), b.dtype(t), std::move(t_index));
+    result.coordinates[indexed_dims[k]] = Builder::checked_index(raw, x_shape[indexed_dims[k]], /*wrap_negative=*/true);
   }
   for (size_t d = 0; d < rank; ++d) {
-    if (!x_index[d]) x_index[d] = ir::loop_var(x_dim_axis[d]);
+    if (!result.coordinates[d]) result.coordinates[d] = ir::loop_var(x_dim_axis[d]);
   }
-  ctx.set_output(node, b.pointwise(b.dtype(x), out, inputs, ir::load(0, b.dtype(x), std::move(x_index))));
+  return result;
+}
+
+void translate_index(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "self");
+  const AdvancedIndex index = advanced_index(b, b.shape(x), ctx.optional_tensors(node, "indices"), 1);
+  if (index.tensors.empty()) {
+    ctx.set_output(node, x);
+    return;
+  }
+  std::vector<NodeId> inputs{x};
+  inputs.insert(inputs.end(), index.tensors.begin(), index.tensors.end());
+  ctx.set_output(node, b.pointwise(b.dtype(x), index.shape, inputs, ir::load(0, b.dtype(x), index.coordinates)));
 }
 
 void translate_index_select(Context& ctx, const pt2::Node& node) {
@@ -178,9 +194,9 @@ void translate_select_scatter(Context& ctx, const pt2::Node& node) {
                                    ir::where(hit, from_src, ir::load(0, dtype, Builder::loop_vars(shape.size())))));
 }
 
-// ---- scatters, in gather form: output element p (coordinate k along dim) folds over the
-// positions j of `index` along dim whose other coordinates equal p's and whose index value is k.
-// Work per element is index.size(dim); out-of-range indices raise.
+// ---- scatter_reduce's other reductions, in gather form: output element p (coordinate k along
+// dim) folds over the positions j of `index` along dim whose other coordinates equal p's and whose
+// index value is k. Work per element is index.size(dim); out-of-range indices raise.
 struct ScatterForm {
   int64_t dim = 0;
   Expr match;             // index[p with dim = j] == k, and p inside index's extents (j = reduce var 0)
@@ -211,47 +227,66 @@ ScatterForm scatter_form(Builder& b, NodeId self, NodeId index, int64_t dim_arg,
   return form;
 }
 
-// For each output element, the last position j in [0, extent) where `match` holds (-1 if none):
-// sequential assignment semantics for scatter and index_put.
-NodeId last_match(Builder& b, const Shape& shape, std::vector<NodeId> inputs, const Expr& match, const Expr& extent) {
-  const Expr last = ir::fold(ir::ReduceOp::Max, 0, extent, ir::where(match, ir::reduce_var(0), ir::int_const(-1)));
-  return b.pointwise(DType::I64, shape, std::move(inputs), last);
+// The value a scatter writes: `raw` in the node's dtype, or in its accumulation dtype.
+Expr scatter_value(const Expr& raw, DType dtype, bool accumulate) {
+  return ir::cast(raw, accumulate ? ir::scatter_compute_dtype(dtype) : dtype);
 }
 
-// scatter.src / scatter.value: the last matching position wins (torch leaves duplicates unspecified).
-void translate_scatter(Context& ctx, const pt2::Node& node) {
+// Where scatter(self, dim, index, ...) writes element j of index: j with dim replaced by index[j]
+// (index is loaded as `index_slot`; no wrapping: negative positions raise, as in torch).
+std::vector<Expr> scatter_targets(Builder& b, NodeId self, NodeId index, int64_t dim, int index_slot) {
+  const Shape self_shape = b.shape(self), index_shape = b.shape(index);
+  LUMINAL_CHECK(index_shape.size() == self_shape.size(), "scatter index of rank ", index_shape.size(),
+                " for a tensor of rank ", self_shape.size());
+  LUMINAL_CHECK(!is_floating(b.dtype(index)) && b.dtype(index) != DType::Bool, "scatter index must be integral, got ",
+                dtype_name(b.dtype(index)));
+  std::vector<Expr> targets = Builder::loop_vars(index_shape.size());
+  targets[dim] = Builder::checked_index(ir::load(index_slot, b.dtype(index), Builder::loop_vars(index_shape.size())),
+                                        self_shape[dim], /*wrap_negative=*/false);
+  return targets;
+}
+
+// scatter.src / scatter.value (assignment: among duplicate positions the last wins on the CPU,
+// torch leaves it unspecified) and scatter_add, as scatter nodes over index's elements.
+void translate_linear_scatter(Context& ctx, const pt2::Node& node, bool accumulate) {
   Builder& b = ctx.builder();
   const NodeId self = ctx.tensor(node, "self");
   const NodeId index = ctx.tensor(node, "index");
-  const Shape shape = b.shape(self);
   const DType dtype = b.dtype(self);
-  if (shape.empty()) fail("scatter into a 0-d tensor is not supported");
-  const ScatterForm form = scatter_form(b, self, index, ctx.int_arg(node, "dim"), 1);
-  const NodeId winner = last_match(b, shape, {self, index}, form.match, form.extent);
-  const Expr j = ir::load(0, DType::I64, Builder::loop_vars(shape.size()));
-  const Expr hit = ir::binary(ir::ExprOp::Ge, j, ir::int_const(0));
-  const Expr keep = ir::load(1, dtype, Builder::loop_vars(shape.size()));
+  if (b.shape(self).empty()) fail("scatter into a 0-d tensor is not supported");
+  const int64_t dim = b.normalize_dim(ctx.int_arg(node, "dim"), b.rank(self));
+  const std::vector<Expr> targets = scatter_targets(b, self, index, dim, 1);
+  const Shape domain = b.shape(index);
   if (const std::optional<NodeId> src = ctx.optional_tensor(node, "src")) {
-    std::vector<Expr> at = Builder::loop_vars(shape.size());
-    at[form.dim] = j;
-    const Expr from_src = ir::cast(ir::load(2, b.dtype(*src), at, hit), dtype);
-    ctx.set_output(node, b.pointwise(dtype, shape, {winner, self, *src}, ir::where(hit, from_src, keep)));
+    const Shape src_shape = b.shape(*src);
+    LUMINAL_CHECK(src_shape.size() == domain.size(), "scatter src ", ir::node_signature(b.node(*src)),
+                  " must have the rank of index ", ir::node_signature(b.node(index)));
+    // index may be smaller than src: element j of index takes src at j.
+    const Expr value = ir::load(2, b.dtype(*src), Builder::loop_vars(domain.size()));
+    ctx.set_output(node, b.scatter(self, domain, {index, *src}, targets, scatter_value(value, dtype, accumulate),
+                                   accumulate));
     return;
   }
   const Expr value = ir::scalar_const(ctx.float_arg(node, "value"), dtype);
-  ctx.set_output(node, b.pointwise(dtype, shape, {winner, self}, ir::where(hit, value, keep)));
+  ctx.set_output(node, b.scatter(self, domain, {index}, targets, scatter_value(value, dtype, accumulate), accumulate));
 }
 
-// scatter_add and scatter_reduce.two (sum, prod, mean, amax, amin; include_self).
-void translate_scatter_reduce(Context& ctx, const pt2::Node& node, std::string reduce) {
+// scatter_reduce.two (sum, prod, mean, amax, amin; include_self). A sum including self is an
+// accumulating scatter; the others are computed in gather form (each output element folds over the
+// positions of index along dim that hit it).
+void translate_scatter_reduce(Context& ctx, const pt2::Node& node) {
   Builder& b = ctx.builder();
   const NodeId self = ctx.tensor(node, "self");
   const NodeId index = ctx.tensor(node, "index");
   const NodeId src = ctx.tensor(node, "src");
   const Shape shape = b.shape(self);
   if (shape.empty()) fail("scatter into a 0-d tensor is not supported");
-  if (reduce.empty()) reduce = ctx.string_arg(node, "reduce").value_or("sum");
+  const std::string reduce = ctx.string_arg(node, "reduce").value_or("sum");
   const bool include_self = ctx.bool_arg(node, "include_self", true);
+  if (reduce == "sum" && include_self) {
+    translate_linear_scatter(ctx, node, /*accumulate=*/true);
+    return;
+  }
   const DType dtype = b.dtype(self);
   const DType acc = is_floating(dtype) ? float_compute_dtype(dtype) : DType::I64;
   const ScatterForm form = scatter_form(b, self, index, ctx.int_arg(node, "dim"), 1);
@@ -307,10 +342,24 @@ std::vector<Expr> broadcast_coords(const Shape& values_shape, const std::vector<
   return at;
 }
 
-// index_put(self, indices, values, accumulate), the forms models use: one bool mask over leading
-// dims with values equal for every selected element (x[mask] = v), or one 1-D integer index on
-// the first dim (x[idx] = v, index_put_ with accumulate). Other forms are refused (they run in
-// eager through the fallback), never approximated: a bool mask is not an integer index.
+// Values broadcast (right-aligned) over a scatter's domain: the value of element j.
+Expr broadcast_value(Builder& b, int slot, NodeId values, const Shape& domain) {
+  const Shape values_shape = b.shape(values);
+  LUMINAL_CHECK(values_shape.size() <= domain.size(), "values ", ir::node_signature(b.node(values)),
+                " do not broadcast to the indexed shape ", ir::shape_to_string(domain));
+  const size_t offset = domain.size() - values_shape.size();
+  for (size_t d = 0; d < values_shape.size(); ++d) {
+    if (!values_shape[d]->is_int_const(1)) b.assert_equal(values_shape[d], domain[offset + d], "index_put values");
+  }
+  return ir::load(slot, b.dtype(values), broadcast_coords(values_shape, Builder::loop_vars(domain.size())));
+}
+
+// index_put(self, indices, values, accumulate): self[indices] = values (or +=). A single bool
+// mask over leading dims with values equal for every selected element (x[mask] = v) blends
+// elementwise; integer indices in any None/tensor arrangement scatter the values over the
+// positions self[indices] reads (x[:, :, pos] = v, the KV-cache write), linear in the elements
+// written. A bool mask is never treated as integer indices; other mask forms are refused (they
+// run in eager through the fallback).
 void translate_index_put(Context& ctx, const pt2::Node& node) {
   Builder& b = ctx.builder();
   const NodeId self = ctx.tensor(node, "self");
@@ -319,64 +368,91 @@ void translate_index_put(Context& ctx, const pt2::Node& node) {
   const bool accumulate = ctx.bool_arg(node, "accumulate", false);
   const Shape shape = b.shape(self), values_shape = b.shape(values);
   const DType dtype = b.dtype(self);
-  LUMINAL_CHECK(indices.size() == 1 && indices[0].has_value(),
-                "index_put is supported with one index tensor (a bool mask, or integer indices on the first "
-                "dimension); this node has ", indices.size(), " index entries");
+  LUMINAL_CHECK(!shape.empty(), "index_put into a 0-d tensor is not supported");
+  const bool has_mask = std::any_of(indices.begin(), indices.end(), [&](const std::optional<NodeId>& index) {
+    return index && (b.dtype(*index) == DType::Bool || b.dtype(*index) == DType::U8);
+  });
+  if (!has_mask) {
+    const AdvancedIndex target = advanced_index(b, shape, indices, 1);
+    std::vector<NodeId> operands = target.tensors;
+    operands.push_back(values);
+    const Expr value = broadcast_value(b, static_cast<int>(operands.size()), values, target.shape);
+    ctx.set_output(node, b.scatter(self, target.shape, operands, target.coordinates,
+                                   scatter_value(value, dtype, accumulate), accumulate));
+    return;
+  }
+  LUMINAL_CHECK(indices.size() == 1 && indices[0].has_value() && b.dtype(*indices[0]) == DType::Bool,
+                "index_put with a bool mask is supported as the only index (x[mask] = v); this node has ",
+                indices.size(), " index entries");
   const NodeId index = *indices[0];
   const Shape index_shape = b.shape(index);
   const std::vector<Expr> at = Builder::loop_vars(shape.size());
   const Expr old = ir::load(0, dtype, at);
-  if (b.dtype(index) == DType::Bool) {
-    const size_t m = index_shape.size();
-    LUMINAL_CHECK(m >= 1 && m <= shape.size(), "index_put mask of rank ", m, " for a tensor of rank ", shape.size());
-    for (size_t d = 0; d < m; ++d) b.assert_equal(index_shape[d], shape[d], "index_put mask and tensor dimensions");
-    const size_t rest = shape.size() - m;
-    LUMINAL_CHECK(values_shape.size() <= rest || (values_shape.size() == rest + 1 && values_shape[0]->is_int_const(1)),
-                  "index_put with a bool mask is supported when every selected element gets the same values; values "
-                  "have shape ", ir::shape_to_string(values_shape));
-    std::vector<Expr> target{ir::int_const(0)};
-    for (size_t d = m; d < shape.size(); ++d) target.push_back(at[d]);
-    const Expr mask = ir::load(1, DType::Bool, std::vector<Expr>(at.begin(), at.begin() + static_cast<std::ptrdiff_t>(m)));
-    const Expr value = ir::cast(ir::load(2, b.dtype(values), broadcast_coords(values_shape, target)), dtype);
-    const Expr updated = accumulate ? ir::add(old, value) : value;
-    ctx.set_output(node, b.pointwise(dtype, shape, {self, index, values}, ir::where(mask, updated, old)));
-    return;
-  }
-  LUMINAL_CHECK(index_shape.size() == 1 && !is_floating(b.dtype(index)),
-                "index_put with integer indices is supported with one 1-D index tensor; got ",
+  const size_t m = index_shape.size();
+  LUMINAL_CHECK(m >= 1 && m <= shape.size(), "index_put mask of rank ", m, " for a tensor of rank ", shape.size());
+  for (size_t d = 0; d < m; ++d) b.assert_equal(index_shape[d], shape[d], "index_put mask and tensor dimensions");
+  const size_t rest = shape.size() - m;
+  LUMINAL_CHECK(values_shape.size() <= rest || (values_shape.size() == rest + 1 && values_shape[0]->is_int_const(1)),
+                "index_put with a bool mask is supported when every selected element gets the same values; values "
+                "have shape ", ir::shape_to_string(values_shape));
+  std::vector<Expr> target{ir::int_const(0)};
+  for (size_t d = m; d < shape.size(); ++d) target.push_back(at[d]);
+  const Expr mask = ir::load(1, DType::Bool, std::vector<Expr>(at.begin(), at.begin() + static_cast<std::ptrdiff_t>(m)));
+  const Expr value = ir::cast(ir::load(2, b.dtype(values), broadcast_coords(values_shape, target)), dtype);
+  const Expr updated = accumulate ? ir::add(old, value) : value;
+  ctx.set_output(node, b.pointwise(dtype, shape, {self, index, values}, ir::where(mask, updated, old)));
+}
+
+// index_copy(self, dim, index, source) and index_add(self, dim, index, source, alpha): the slices of
+// `source` along dim go to (or are added to) self at positions index[k]. index is 1-D (or 0-d with
+// one slice); negative or out-of-range positions raise, as in torch (no wrapping).
+void translate_index_update(Context& ctx, const pt2::Node& node, bool accumulate) {
+  Builder& b = ctx.builder();
+  const NodeId self = ctx.tensor(node, "self");
+  const NodeId index = ctx.tensor(node, "index");
+  const NodeId source = ctx.tensor(node, "source");
+  const Shape shape = b.shape(self), source_shape = b.shape(source);
+  const DType dtype = b.dtype(self);
+  LUMINAL_CHECK(!shape.empty(), short_target(node.target), " on a 0-d tensor is not supported");
+  LUMINAL_CHECK(b.dtype(index) == DType::I64 || b.dtype(index) == DType::I32, "index must be an integer tensor, got ",
                 ir::node_signature(b.node(index)));
-  LUMINAL_CHECK(!shape.empty(), "index_put into a 0-d tensor");
-  const Expr n = index_shape[0];
-  std::vector<Expr> target{ir::reduce_var(0)};
-  for (size_t d = 1; d < shape.size(); ++d) target.push_back(at[d]);
-  const Expr row = Builder::checked_index(ir::load(1, b.dtype(index), {ir::reduce_var(0)}), shape[0], true);
-  const Expr match = ir::binary(ir::ExprOp::Eq, row, at[0]);
-  if (accumulate) {
-    const DType acc = is_floating(dtype) ? float_compute_dtype(dtype) : DType::I64;
-    const Expr value = ir::cast(ir::load(2, b.dtype(values), broadcast_coords(values_shape, target), match), acc);
-    const Expr total = ir::fold(ir::ReduceOp::Sum, 0, n, ir::where(match, value, ir::scalar_const(0, acc)));
-    ctx.set_output(node, b.pointwise(dtype, shape, {self, index, values}, ir::cast(ir::add(ir::cast(old, acc), total), dtype)));
-    return;
+  LUMINAL_CHECK(b.rank(index) <= 1, "index must be 0-d or 1-D, got ", ir::node_signature(b.node(index)));
+  LUMINAL_CHECK(source_shape.size() == shape.size(), "source ", ir::node_signature(b.node(source)),
+                " must have the rank of self ", ir::node_signature(b.node(self)));
+  const int64_t dim = b.normalize_dim(ctx.int_arg(node, "dim"), shape.size());
+  const Expr count = b.rank(index) == 0 ? ir::int_const(1) : b.shape(index)[0];
+  for (size_t d = 0; d < shape.size(); ++d) {
+    b.assert_equal(source_shape[d], static_cast<int64_t>(d) == dim ? count : shape[d], "index_copy/index_add source");
   }
-  // The last write wins, as for sequential assignment.
-  const NodeId winner = last_match(b, shape, {self, index}, match, n);
-  const Expr j = ir::load(0, DType::I64, at);
-  const Expr hit = ir::binary(ir::ExprOp::Ge, j, ir::int_const(0));
-  target[0] = j;
-  const Expr value = ir::cast(ir::load(2, b.dtype(values), broadcast_coords(values_shape, target), hit), dtype);
-  ctx.set_output(node, b.pointwise(dtype, shape, {winner, self, values}, ir::where(hit, value, ir::load(1, dtype, at))));
+  const std::vector<Expr> j = Builder::loop_vars(shape.size());
+  std::vector<Expr> targets = j;
+  const std::vector<Expr> at_k = b.rank(index) == 0 ? std::vector<Expr>{} : std::vector<Expr>{j[dim]};
+  targets[dim] = Builder::checked_index(ir::load(1, b.dtype(index), at_k), shape[dim], /*wrap_negative=*/false);
+  Expr value = scatter_value(ir::load(2, b.dtype(source), j), dtype, accumulate);
+  const pt2::Argument* alpha_arg = accumulate ? ctx.find_arg(node, "alpha") : nullptr;
+  if (alpha_arg && !alpha_arg->is_none()) {
+    const Operand alpha = ctx.operand(node, "alpha");
+    LUMINAL_CHECK(!alpha.tensor, "index_add with a tensor alpha is not supported");
+    if (alpha.scalar != 1.0) value = ir::mul(value, ir::scalar_const(alpha.scalar, value->dtype));
+  }
+  ctx.set_output(node, b.scatter(self, source_shape, {index, source}, targets, value, accumulate));
 }
 
 }  // namespace
 
 void register_index_ops(Registry& registry) {
   registry.add("torch.ops.aten.index_put.default", translate_index_put);
-  registry.add("torch.ops.aten.scatter.src", translate_scatter);
-  registry.add("torch.ops.aten.scatter.value", translate_scatter);
+  registry.add("torch.ops.aten.index_copy.default",
+               [](Context& ctx, const pt2::Node& node) { translate_index_update(ctx, node, false); });
+  registry.add("torch.ops.aten.index_add.default",
+               [](Context& ctx, const pt2::Node& node) { translate_index_update(ctx, node, true); });
+  registry.add("torch.ops.aten.scatter.src",
+               [](Context& ctx, const pt2::Node& node) { translate_linear_scatter(ctx, node, false); });
+  registry.add("torch.ops.aten.scatter.value",
+               [](Context& ctx, const pt2::Node& node) { translate_linear_scatter(ctx, node, false); });
   registry.add("torch.ops.aten.scatter_add.default",
-               [](Context& ctx, const pt2::Node& node) { translate_scatter_reduce(ctx, node, "sum"); });
-  registry.add("torch.ops.aten.scatter_reduce.two",
-               [](Context& ctx, const pt2::Node& node) { translate_scatter_reduce(ctx, node, ""); });
+               [](Context& ctx, const pt2::Node& node) { translate_linear_scatter(ctx, node, true); });
+  registry.add("torch.ops.aten.scatter_reduce.two", translate_scatter_reduce);
   registry.add("torch.ops.aten.gather.default", translate_gather);
   registry.add("torch.ops.aten.slice_scatter.default", translate_slice_scatter);
   registry.add("torch.ops.aten.select_scatter.default", translate_select_scatter);

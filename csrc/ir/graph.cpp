@@ -15,8 +15,14 @@ const char* node_kind_name(NodeKind kind) {
     case NodeKind::Pointwise: return "pointwise";
     case NodeKind::Reduce: return "reduce";
     case NodeKind::MatMul: return "matmul";
+    case NodeKind::Scatter: return "scatter";
   }
   return "?";
+}
+
+DType scatter_compute_dtype(DType dtype) {
+  if (dtype == DType::F16 || dtype == DType::BF16) return DType::F32;
+  return is_floating(dtype) ? dtype : DType::I64;
 }
 
 const char* input_role_name(InputRole role) {
@@ -115,8 +121,8 @@ class BodyVerifier {
     for (const Expr& arg : e->args) check(arg, bound);
     switch (n.op) {
       case ExprOp::LoopVar:
-        expect(n.index >= 0 && static_cast<size_t>(n.index) < node_.rank(),
-               str_cat("loop variable i", n.index, " out of range for rank ", node_.rank()));
+        expect(n.index >= 0 && static_cast<size_t>(n.index) < node_.loop_rank(),
+               str_cat("loop variable i", n.index, " out of range for rank ", node_.loop_rank()));
         break;
       case ExprOp::ReduceVar:
         expect(is_node_reduce_var(n.index) || std::find(bound.begin(), bound.end(), n.index) != bound.end(),
@@ -128,6 +134,7 @@ class BodyVerifier {
       case ExprOp::Load: {
         expect(n.index >= 0 && static_cast<size_t>(n.index) < node_.inputs.size(),
                str_cat("load from missing input slot ", n.index));
+        expect(node_.kind != NodeKind::Scatter || n.index != 0, "a scatter reads its base");
         const Node& source = graph_.node(node_.inputs[n.index]);
         expect(n.load_rank() == source.rank(),
                str_cat("load", n.index, " has ", n.load_rank(), " indices but input ", node_signature(source),
@@ -196,6 +203,31 @@ void verify_matmul(const Graph& graph, const Node& node) {
   }
 }
 
+void verify_scatter(const Graph& graph, const Node& node) {
+  auto where = [&] { return str_cat("IR verification failed at %", node.id, " (", node.origin, "): "); };
+  LUMINAL_CHECK(!node.inputs.empty() && node.body && node.scatter_targets.size() == node.rank(), where(),
+                "a scatter needs a base, a body and one target per output dimension");
+  const Node& base = graph.node(node.inputs[0]);
+  LUMINAL_CHECK(base.dtype == node.dtype && base.rank() == node.rank(), where(), "scatter base ",
+                node_signature(base), " differs from ", node_signature(node));
+  for (size_t d = 0; d < node.rank(); ++d) {
+    LUMINAL_CHECK(expr_equal(base.shape[d], node.shape[d]), where(), "scatter base ", node_signature(base),
+                  " differs from ", node_signature(node));
+  }
+  const DType value = node.scatter_accumulate ? scatter_compute_dtype(node.dtype) : node.dtype;
+  LUMINAL_CHECK(node.body->dtype == value, where(), "scatter body dtype ", dtype_short_name(node.body->dtype),
+                " (expected ", dtype_short_name(value), ")");
+  for (const Expr& dim : node.scatter_domain) {
+    LUMINAL_CHECK(dim && is_shape_expr(dim), where(), "scatter domain ", ir::to_string(dim), " is not a shape");
+  }
+  BodyVerifier verifier(graph, node);
+  verifier.check(node.body);
+  for (const Expr& target : node.scatter_targets) {
+    LUMINAL_CHECK(target && target->dtype == DType::I64, where(), "scatter targets must be i64");
+    verifier.check(target);
+  }
+}
+
 void verify_grouped_rows(const Graph& graph, const Node& node) {
   auto where = [&] { return str_cat("IR verification failed at %", node.id, " (", node.origin, "): "); };
   LUMINAL_CHECK(node.kind == NodeKind::Pointwise && node.inputs.size() == 3 && node.rank() == 2, where(),
@@ -255,6 +287,7 @@ void Graph::verify() const {
         break;
       }
       case NodeKind::MatMul: verify_matmul(*this, node); break;
+      case NodeKind::Scatter: verify_scatter(*this, node); break;
     }
   }
   for (size_t position = 0; position < inputs.size(); ++position) {
@@ -314,6 +347,15 @@ std::string Graph::to_string() const {
         if (n.epilogue == MatMulEpilogue::BiasGeluTanh) out << " + bias, gelu_tanh";
         if (n.contraction == Contraction::GroupedRows) out << "  [grouped-rows matmul]";
         if (n.contraction == Contraction::GroupedRowsTransposedB) out << "  [grouped-rows matmul, b transposed]";
+        break;
+      }
+      case NodeKind::Scatter: {
+        out << "scatter(";
+        for (size_t i = 0; i < n.inputs.size(); ++i) out << (i ? ", %" : "%") << n.inputs[i];
+        out << ") over " << shape_to_string(n.scatter_domain) << " {";
+        for (size_t d = 0; d < n.scatter_targets.size(); ++d) out << (d ? ", " : " [") << ir::to_string(n.scatter_targets[d]);
+        out << (n.scatter_targets.empty() ? " [" : "") << "] " << (n.scatter_accumulate ? "+= " : "= ")
+            << ir::to_string(n.body) << " }";
         break;
       }
     }

@@ -5,6 +5,9 @@
 //   Pointwise  out[i...] = body(i...)            (elementwise, views, gathers, concat, iota, ...)
 //   Reduce     out[i...] = combine over r of body(i..., r...)   (extents may vary per element)
 //   MatMul     out[b, m, n] = sum_k A[b, m, k] * B[b, k, n]     (library call or reference loop)
+//   Scatter    out = base, then out[targets(j)] = body(j) (or +=) for every j of a domain: index_put,
+//              index_copy, index_add. Work is linear in the elements written, and an executor may
+//              write into the base's memory (a KV cache updated in place).
 //
 // Node ids are positions in the node list and every node's inputs have smaller ids, so the list
 // order is a topological order.
@@ -23,7 +26,7 @@ namespace luminal::ir {
 using NodeId = int32_t;
 using Shape = std::vector<Expr>;  // one i64 shape expression (symbols and constants) per dimension
 
-enum class NodeKind : uint8_t { Input, Constant, Pointwise, Reduce, MatMul };
+enum class NodeKind : uint8_t { Input, Constant, Pointwise, Reduce, MatMul, Scatter };
 enum class InputRole : uint8_t { User, Parameter, Buffer };
 // What a matmul applies to its result: out = act(a @ b + bias[n]) (bias is input 2).
 enum class MatMulEpilogue : uint8_t { None, Bias, BiasRelu, BiasGeluTanh };
@@ -37,6 +40,9 @@ enum class MatMulEpilogue : uint8_t { None, Bias, BiasRelu, BiasGeluTanh };
 enum class Contraction : uint8_t { None, GroupedRows, GroupedRowsTransposedB };
 
 const char* node_kind_name(NodeKind kind);
+// The dtype a scatter's accumulated values have: f32 for f16/bf16 (rounded once after the add), i64
+// for integer and bool types (wrapping, or a logical or for bool), the dtype itself otherwise.
+DType scatter_compute_dtype(DType dtype);
 const char* input_role_name(InputRole role);
 
 // A host copy of a tensor known at compile time: raw storage bytes plus a strided view of them.
@@ -69,10 +75,27 @@ struct Node {
 
   std::shared_ptr<const ConstantData> constant;  // Constant
 
+  // Scatter: inputs[0] is the base (the node's dtype and shape). For every element j of `domain`,
+  // in row-major order, out[targets[0](j), ..., targets[rank-1](j)] is assigned body(j), or, with
+  // `accumulate`, becomes round(out + body(j)): the body then has the compute dtype
+  // (scatter_compute_dtype) and the sum is rounded once, as eager's index_add/index_put do. Loop
+  // variables index the domain; body and targets load inputs 1.. only (never the base, whose
+  // memory the output may share) and targets are bounds-checked i64 coordinates. Duplicate
+  // targets: the last write wins on the CPU; on CUDA an assignment's winner is unspecified, as in
+  // eager.
+  Shape scatter_domain;
+  std::vector<Expr> scatter_targets;
+  bool scatter_accumulate = false;
+
   std::string origin;  // e.g. "addmm_1 (aten.addmm.default)": where the node came from
 
   size_t rank() const { return shape.size(); }
-  bool is_compute() const { return kind == NodeKind::Pointwise || kind == NodeKind::Reduce || kind == NodeKind::MatMul; }
+  bool is_compute() const {
+    return kind == NodeKind::Pointwise || kind == NodeKind::Reduce || kind == NodeKind::MatMul ||
+           kind == NodeKind::Scatter;
+  }
+  // The rank of the space the node's loop variables index (the domain for scatters).
+  size_t loop_rank() const { return kind == NodeKind::Scatter ? scatter_domain.size() : shape.size(); }
 };
 
 struct GraphOutput {

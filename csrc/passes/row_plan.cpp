@@ -200,6 +200,9 @@ RowPlan plan_row_kernel(const Graph& translated, const RowLimits& limits) {
     if (node.contraction != ir::Contraction::None) {
       return decline(str_cat(describe(node), " is a grouped matmul, which runs as its own tiled kernel"));
     }
+    if (node.kind == NodeKind::Scatter) {
+      return decline(str_cat(describe(node), " is a scatter, which runs as its own kernel"));
+    }
     if (node.kind == NodeKind::MatMul) {
       return decline(str_cat(describe(node), " is a ", dtype_name(node.dtype),
                              " matmul, which the row kernel does not compute (only float32/float64 ones)"));

@@ -42,11 +42,17 @@ CompiledGraph::CompiledGraph(ir::Graph translated, const CompileOptions& options
   graph_ = std::make_shared<const ir::Graph>(passes::optimize(std::move(translated), options.optimize));
   const std::vector<int> uses = graph_->use_counts();
   for (ir::NodeId input : graph_->inputs) input_read_.push_back(uses[input] > 0);
+  const auto users = graph_->users();
   for (const ir::GraphOutput& out : graph_->outputs) {
     OutputInfo info;
     info.is_tensor = out.kind == ir::GraphOutput::Kind::Tensor;
     info.dtype = info.is_tensor ? graph_->node(out.node).dtype : DType::I64;
     info.mutated_input = out.mutated_input;
+    if (info.is_tensor && out.mutated_input >= 0) {
+      const ir::Node& node = graph_->node(out.node);
+      const ir::NodeId base = graph_->inputs[out.mutated_input];
+      info.in_place = node.kind == ir::NodeKind::Scatter && node.inputs[0] == base && uses[base] == 1;
+    }
     info.name = out.name;
     info.device = out.device;
     outputs_.push_back(info);
@@ -131,7 +137,7 @@ void CompiledGraph::run(const std::vector<TensorView>& inputs, const std::vector
                   "; the compiled graph reads it");
   }
   if (!on_cuda) {
-    cpu_->run(inputs, outputs, symbols);
+    cpu_scatter_copy_bytes_ = cpu_->run(inputs, outputs, symbols);
     return;
   }
 #if LUMINAL_HAVE_CUDA
@@ -156,6 +162,7 @@ Stats CompiledGraph::stats() const {
   s.kernels = cpu_->kernel_count();
   s.megakernel = row_graph_ != nullptr;
   s.megakernel_reason = megakernel_reason_;
+  s.scatter_copy_bytes = cpu_scatter_copy_bytes_;
 #if LUMINAL_HAVE_CUDA
   {
     std::lock_guard<std::mutex> lock(cuda_mutex_);
@@ -164,6 +171,7 @@ Stats CompiledGraph::stats() const {
     if (used) {
       s.cuda_used = true;
       s.cuda = used->stats();
+      s.scatter_copy_bytes = s.cuda.scatter_copy_bytes;
     }
     s.megakernel_fallbacks = megakernel_fallbacks_;
   }

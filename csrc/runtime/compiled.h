@@ -2,6 +2,7 @@
 // the Python binding layer only converts tensors and allocates outputs.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -46,6 +47,10 @@ struct OutputInfo {
   bool is_tensor = true;
   DType dtype = DType::F32;
   int mutated_input = -1;  // >= 0: write this output back into call input k
+  // The output is a scatter into that input, which nothing else reads: when the caller passes the
+  // input's own (contiguous, unaliased) memory as this output, the update happens in place and
+  // needs no write-back.
+  bool in_place = false;
   std::string name;
   std::string device;  // the export's device for this output ("cpu", "cuda:0", or empty)
 };
@@ -60,6 +65,7 @@ struct Stats {
   bool megakernel = false;        // CUDA calls run one row kernel (see passes/row_plan.h)
   std::string megakernel_reason;  // the matcher's summary, or the check that failed
   size_t megakernel_fallbacks = 0;  // CUDA calls that took the general path (non-contiguous inputs)
+  size_t scatter_copy_bytes = 0;    // bytes of scatter bases copied by the last call (0: all in place)
 #if LUMINAL_HAVE_CUDA
   gpu::Stats cuda;
 #endif
@@ -119,6 +125,7 @@ class CompiledGraph {
   mutable std::unique_ptr<gpu::Executor> cuda_row_;  // the megakernel (row_graph_)
   mutable size_t megakernel_fallbacks_ = 0;          // calls with non-contiguous inputs
 #endif
+  mutable std::atomic<size_t> cpu_scatter_copy_bytes_{0};  // the last CPU call's
 };
 
 }  // namespace luminal::runtime

@@ -88,13 +88,17 @@ class GraphFixture {
       outputs[k].bytes.assign(static_cast<size_t>(n) * dtype_size(node.dtype), 0xFF);  // poison
       out_views.push_back(outputs[k].view());
     }
-    executor.run(views, out_views, symbols);
+    copied_bytes_ = executor.run(views, out_views, symbols);
     return outputs;
   }
+
+  // Bytes the last run() copied from scatter bases.
+  size_t copied_bytes() const { return copied_bytes_; }
 
  private:
   ir::Graph graph_;
   frontend::Builder builder_;
+  size_t copied_bytes_ = 0;
 };
 
 }  // namespace luminal::testing

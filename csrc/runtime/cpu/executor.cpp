@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "common/env.h"
 #include "common/error.h"
@@ -150,6 +151,44 @@ void store_scalar(DType dtype, void* out, int64_t offset, const Accumulator& acc
   }
 }
 
+// out[offsets[i]] = round(out[offsets[i]] + value[i]) for lanes in order: a scatter's accumulation,
+// in the value's lane type (f32 for f16/bf16 storage, rounded once per add; wrapping integers; a
+// logical or for bool).
+void accumulate_lanes(DType dtype, const Instr& value, Registers& regs, int reg, int n, void* out,
+                      const int64_t* offsets) {
+  auto each = [&](auto* data, auto update) {
+    for (int i = 0; i < n; ++i) data[offsets[i]] = update(data[offsets[i]], i);
+  };
+  const Lane expected = lane_of(ir::scatter_compute_dtype(dtype));
+  LUMINAL_CHECK(value.lane == expected, "internal error: scatter accumulation into ", dtype_name(dtype), " from a ",
+                dtype_name(value.dtype), " value");
+  const float* f = value.lane == Lane::F32 ? regs.f32(reg) : nullptr;
+  const double* d = value.lane == Lane::F64 ? regs.f64(reg) : nullptr;
+  const int64_t* q = value.lane == Lane::I64 ? regs.i64(reg) : nullptr;
+  auto wrap = [&](auto* data) {
+    using T = std::remove_pointer_t<decltype(data)>;
+    each(data, [&](T old, int i) { return static_cast<T>(static_cast<uint64_t>(old) + static_cast<uint64_t>(q[i])); });
+  };
+  switch (dtype) {
+    case DType::F32: each(static_cast<float*>(out), [&](float old, int i) { return old + f[i]; }); break;
+    case DType::F64: each(static_cast<double*>(out), [&](double old, int i) { return old + d[i]; }); break;
+    case DType::F16:
+      each(static_cast<uint16_t*>(out),
+           [&](uint16_t old, int i) { return float_to_half_bits(half_bits_to_float(old) + f[i]); });
+      break;
+    case DType::BF16:
+      each(static_cast<uint16_t*>(out),
+           [&](uint16_t old, int i) { return float_to_bf16_bits(bf16_bits_to_float(old) + f[i]); });
+      break;
+    case DType::Bool: each(static_cast<uint8_t*>(out), [&](uint8_t old, int i) { return uint8_t(old != 0 || q[i] != 0); }); break;
+    case DType::U8: wrap(static_cast<uint8_t*>(out)); break;
+    case DType::I8: wrap(static_cast<int8_t*>(out)); break;
+    case DType::I16: wrap(static_cast<int16_t*>(out)); break;
+    case DType::I32: wrap(static_cast<int32_t*>(out)); break;
+    case DType::I64: wrap(static_cast<int64_t*>(out)); break;
+  }
+}
+
 void accumulate_lane(Accumulator& acc, const Instr& instr, Registers& regs, int reg, int lane) {
   switch (instr.lane) {
     case Lane::F32: acc.add(static_cast<double>(regs.f32(reg)[lane])); break;
@@ -188,6 +227,14 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph) : graph_(std::move(gr
       case NodeKind::Input: plan.placement = Placement::Input; break;
       case NodeKind::Constant: plan.placement = Placement::Constant; break;
       case NodeKind::MatMul: break;
+      case NodeKind::Scatter: {
+        // One program: the target coordinates (results 0..rank-1), then the value.
+        std::vector<Expr> roots = node.scatter_targets;
+        roots.push_back(node.body);
+        plan.body = std::make_unique<Program>(roots, node.origin,
+                                              load_proof(g, node, ir::IndexRanges{node.scatter_domain, {}}));
+        break;
+      }
       case NodeKind::Pointwise:
       case NodeKind::Reduce: {
         if (node.kind == NodeKind::Pointwise) {
@@ -302,6 +349,7 @@ class Executor::Run {
     b.dtype = node.dtype;
     b.sizes = evaluate(node.shape, symbols_);
     b.strides = contiguous_strides(b.sizes);
+    if (node.kind == NodeKind::Scatter && plan.output < 0 && take_over_base(node, b)) return;
     if (plan.output >= 0) {
       const TensorView& out = outputs_[plan.output];
       LUMINAL_CHECK(out.dtype == node.dtype && out.sizes == b.sizes && out.is_contiguous() &&
@@ -315,6 +363,21 @@ class Executor::Run {
     b.owned.reset(new uint8_t[std::max<size_t>(bytes, 1)]);
     if (poison_enabled()) std::memset(b.owned.get(), 0xFF, bytes);  // NaN for floats, -1 for integers
     b.data = b.owned.get();
+  }
+
+  // A scatter whose base is an intermediate that nothing reads afterwards writes into the base's
+  // memory instead of a copy of it.
+  bool take_over_base(const Node& node, Buffer& b) {
+    const NodeId base_id = node.inputs[0];
+    const NodePlan& base_plan = ex_.plans_[base_id];
+    Buffer& base = buffers_[base_id];
+    if (base_plan.placement != Placement::Computed || base_plan.output >= 0 || base_plan.last_use != node.id ||
+        !base.owned || base.strides != b.strides) {
+      return false;
+    }
+    b.owned = std::move(base.owned);
+    b.data = b.owned.get();
+    return true;
   }
 
   void release_inputs_of(const Node& node) {
@@ -342,7 +405,67 @@ class Executor::Run {
       case NodeKind::Pointwise: run_pointwise(node, plan); break;
       case NodeKind::Reduce: run_reduce(node, plan); break;
       case NodeKind::MatMul: run_matmul(node); break;
-      default: break;
+      case NodeKind::Scatter: run_scatter(node, plan); break;
+      case NodeKind::Input:
+      case NodeKind::Constant: break;
+    }
+  }
+
+  // out = base (unless they share memory: an input updated in place, or a taken-over base), then
+  // every element of the domain writes (or adds) its value at its target, in order.
+  void run_scatter(const Node& node, const NodePlan& plan) {
+    Buffer& out = buffers_[node.id];
+    const Buffer& base = buffers_[node.inputs[0]];
+    if (out.data != base.data) {
+      copy_strided(base, destination(node));
+      copied_bytes_ += static_cast<size_t>(product(out.sizes)) * dtype_size(node.dtype);
+    }
+    const std::vector<int64_t> domain = evaluate(node.scatter_domain, symbols_);
+    const int64_t count = product(domain);
+    if (count == 0) return;
+    const Program& program = *plan.body;
+    const std::vector<Operand> operands = operands_of(node);
+    const EvalContext ctx{&operands, &symbols_, nullptr};
+    Registers regs(program);
+    initialize_constants(program, regs, ctx);
+    const auto loop_vars = variable_registers(program, ExprOp::LoopVar);
+    const size_t rank = node.rank();
+    const int value_reg = program.result(rank);
+    const Instr& value = program.code()[value_reg];
+    IndexCounter counter(domain);
+    int64_t offsets[kLanes];
+    for (int64_t start = 0; start < count; start += kLanes) {
+      const int n = static_cast<int>(std::min<int64_t>(kLanes, count - start));
+      fill_loop_vars(loop_vars, regs, counter, n);
+      evaluate_program(program, regs, n, ctx);
+      for (int i = 0; i < n; ++i) {
+        int64_t offset = 0;
+        for (size_t d = 0; d < rank; ++d) offset += regs.i64(program.result(d))[i] * out.strides[d];
+        offsets[i] = offset;
+      }
+      if (node.scatter_accumulate) {
+        accumulate_lanes(node.dtype, value, regs, value_reg, n, destination(node), offsets);
+      } else {
+        store_lanes(value, regs, value_reg, n, destination(node), 0, offsets);  // in order: the last write wins
+      }
+    }
+  }
+
+  // Copies a strided tensor into contiguous memory of the same sizes.
+  static void copy_strided(const Buffer& from, void* to) {
+    const size_t element = dtype_size(from.dtype);
+    const int64_t count = product(from.sizes);
+    if (from.strides == contiguous_strides(from.sizes)) {
+      std::memcpy(to, from.data, static_cast<size_t>(count) * element);
+      return;
+    }
+    IndexCounter counter(from.sizes);
+    const auto* source = static_cast<const uint8_t*>(from.data);
+    auto* target = static_cast<uint8_t*>(to);
+    for (int64_t k = 0; k < count; ++k, counter.advance()) {
+      int64_t offset = 0;
+      for (size_t d = 0; d < from.sizes.size(); ++d) offset += counter[d] * from.strides[d];
+      std::memcpy(target + k * static_cast<int64_t>(element), source + offset * static_cast<int64_t>(element), element);
     }
   }
 
@@ -625,11 +748,16 @@ class Executor::Run {
   const std::vector<TensorView>& outputs_;
   const SymbolValues& symbols_;
   std::vector<Buffer> buffers_;
+
+ public:
+  size_t copied_bytes_ = 0;  // scatter bases copied in this call
 };
 
-void Executor::run(const std::vector<TensorView>& inputs, const std::vector<TensorView>& outputs,
-                   const SymbolValues& symbols) const {
-  Run(*this, inputs, outputs, symbols).execute();
+size_t Executor::run(const std::vector<TensorView>& inputs, const std::vector<TensorView>& outputs,
+                     const SymbolValues& symbols) const {
+  Run run(*this, inputs, outputs, symbols);
+  run.execute();
+  return run.copied_bytes_;
 }
 
 }  // namespace luminal::runtime::cpu

@@ -19,9 +19,11 @@ class Executor {
   explicit Executor(std::shared_ptr<const ir::Graph> graph);
 
   // `outputs` has one entry per graph output (in order); tensor outputs must be contiguous views
-  // of caller-allocated memory with the evaluated output shapes. Integer outputs are ignored.
-  void run(const std::vector<TensorView>& inputs, const std::vector<TensorView>& outputs,
-           const SymbolValues& symbols) const;
+  // of caller-allocated memory with the evaluated output shapes. Integer outputs are ignored. An
+  // output of a scatter may be its base input's own memory (the update is then made in place).
+  // Returns the bytes copied from scatter bases (zero when every scatter ran in place).
+  size_t run(const std::vector<TensorView>& inputs, const std::vector<TensorView>& outputs,
+             const SymbolValues& symbols) const;
 
   // Nodes computed per call (virtual views and inputs excluded).
   size_t kernel_count() const;

@@ -62,6 +62,7 @@ void add_library_dirs(const std::vector<std::string>& dirs);
   X(cuGraphInstantiateWithFlags)       \
   X(cuGraphExecDestroy)                \
   X(cuGraphExecKernelNodeSetParams)    \
+  X(cuGraphNodeSetEnabled)             \
   X(cuGraphLaunch)
 
 #define LUMINAL_NVRTC_FUNCTIONS(X) \

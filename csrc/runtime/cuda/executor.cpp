@@ -1,6 +1,7 @@
 #include "runtime/cuda/executor.h"
 
 #include <algorithm>
+#include <numeric>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -186,7 +187,8 @@ void dump_kernels(const std::string& source) {
 struct Executor::Step {
   NodeId node = -1;
   bool is_matmul = false;
-  int kernel = -1;  // index into kernels_
+  int kernel = -1;       // index into kernels_
+  int copy_kernel = -1;  // scatters: copies the base into the output first (skipped when they alias)
 };
 
 // The module and the constants, loaded on the first device that runs the graph.
@@ -217,6 +219,16 @@ void Executor::plan() {
   for (const Node& node : g.nodes()) {
     if (node.kind == NodeKind::MatMul) {
       steps_.push_back(Step{node.id, true, -1});
+      continue;
+    }
+    if (node.kind == NodeKind::Scatter) {
+      std::vector<codegen::OperandInfo> operands;
+      for (NodeId input : node.inputs) operands.push_back(operand_info(g.node(input)));
+      kernels_.push_back(codegen::generate_kernel(identity_copy(g.node(node.inputs[0]), node.inputs[0], node.origin),
+                                                  {operands[0]}));
+      kernels_.push_back(codegen::generate_kernel(node, operands));
+      const int scatter = static_cast<int>(kernels_.size()) - 1;
+      steps_.push_back(Step{node.id, false, scatter, scatter - 1});
       continue;
     }
     if (node.kind != NodeKind::Pointwise && node.kind != NodeKind::Reduce) continue;
@@ -327,11 +339,17 @@ struct Executor::Instance {
   std::vector<std::unique_ptr<cuda::Matmul>> matmuls;
 
   struct Launch {
+    size_t step = 0;
     int kernel = -1;
     unsigned grid = 1;
     std::vector<uint64_t> fields;
     std::vector<ExternalParam> externals;
     CUgraphNode node = nullptr;
+    // A scatter's base copy: skipped (its graph node disabled) on calls whose output is the base
+    // input's own memory. -1: always runs.
+    int alias_output = -1, alias_input = -1;
+    bool enabled = true;
+    size_t copy_bytes = 0;
   };
   std::vector<Launch> launches;
   std::vector<std::pair<int, uint64_t>> parameter_pointers;  // (input, pointer) read by library calls
@@ -445,12 +463,25 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
     }
   }
 
+  // A scatter into an intermediate that nothing reads afterwards takes over the base's memory:
+  // no copy, one buffer (a chain of scatters shares it). memory_of[n]: whose arena slot n uses.
+  std::vector<NodeId> memory_of(g.size());
+  std::iota(memory_of.begin(), memory_of.end(), 0);
+  for (const Step& step : steps_) {
+    const Node& node = g.node(step.node);
+    if (node.kind != NodeKind::Scatter || placement[node.id] != Placement::Arena) continue;
+    const NodeId base = node.inputs[0];
+    if (placement[base] != Placement::Arena || last_use[base] != step_of[node.id]) continue;
+    memory_of[node.id] = memory_of[base];
+    last_use[memory_of[base]] = std::max({last_use[memory_of[base]], last_use[node.id], step_of[node.id]});
+  }
+
   // Arena: intermediates by liveness, then the library workspace (live throughout).
   ArenaPlanner arena;
   std::vector<size_t> offset(g.size(), 0);
   for (const Step& step : steps_) {
     const Node& node = g.node(step.node);
-    if (placement[node.id] != Placement::Arena) continue;
+    if (placement[node.id] != Placement::Arena || memory_of[node.id] != node.id) continue;
     const size_t bytes = static_cast<size_t>(product(in.buffers[node.id].sizes)) * dtype_size(node.dtype);
     offset[node.id] = arena.place(bytes, step_of[node.id], std::max(last_use[node.id], step_of[node.id]));
   }
@@ -542,7 +573,7 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
   in.arena = context.allocator->allocate(std::max<size_t>(arena_bytes, kAlignment), context.device);
   const CUdeviceptr arena_base = reinterpret_cast<CUdeviceptr>(in.arena.get());
   for (const Node& node : g.nodes()) {
-    if (placement[node.id] == Placement::Arena) in.buffers[node.id].ptr = arena_base + offset[node.id];
+    if (placement[node.id] == Placement::Arena) in.buffers[node.id].ptr = arena_base + offset[memory_of[node.id]];
   }
   for (const Node& node : g.nodes()) {
     if (placement[node.id] == Placement::VirtualView) resolve_view(node.id, arena_base);
@@ -555,13 +586,14 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
   LUMINAL_CU(api.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(in.error_record.get()), 0, 4 * sizeof(int64_t), stream));
   LUMINAL_CU(api.cuEventCreate(&in.done, CU_EVENT_DISABLE_TIMING));
 
-  // Kernel parameters.
-  for (const Step& step : steps_) {
-    if (step.is_matmul) continue;
+  // Kernel parameters: one launch per kernel of a step (a scatter's base copy, then the scatter).
+  const auto add_launch = [&](size_t s, int kernel_index) {
+    const Step& step = steps_[s];
     const Node& node = g.node(step.node);
-    const Kernel& kernel = kernels_[step.kernel];
+    const Kernel& kernel = kernels_[kernel_index];
     Instance::Launch launch;
-    launch.kernel = step.kernel;
+    launch.step = s;
+    launch.kernel = kernel_index;
     for (const KernelParam& p : kernel.params) {
       const size_t field = launch.fields.size();
       uint64_t value = 0;
@@ -611,7 +643,15 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
       launch.fields.push_back(value);
     }
     const int64_t work = evaluate(kernel.outputs, symbols) * kernel.threads_per_output;
-    if (work == 0 || product(in.buffers[node.id].sizes) == 0) continue;  // nothing to compute
+    if (work == 0 || product(in.buffers[node.id].sizes) == 0) return;  // nothing to compute
+    if (kernel_index == step.copy_kernel) {
+      const NodeId base = node.inputs[0];
+      launch.copy_bytes = static_cast<size_t>(product(in.buffers[node.id].sizes)) * dtype_size(node.dtype);
+      if (placement[node.id] == Placement::Output && placement[base] == Placement::Input) {
+        launch.alias_output = output_of[node.id];
+        launch.alias_input = g.node(base).input_position;
+      }
+    }
     const int64_t block = kernel.block_size;
     const int64_t blocks = (work + block - 1) / block;
     // Node kernels loop over their elements; the row kernel has one thread per row.
@@ -629,6 +669,13 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
       }
     }
     in.launches.push_back(std::move(launch));
+  };
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const Step& step = steps_[s];
+    if (step.is_matmul) continue;
+    // A scatter that took over its base's memory needs no copy of it.
+    if (step.copy_kernel >= 0 && memory_of[step.node] == step.node) add_launch(s, step.copy_kernel);
+    add_launch(s, step.kernel);
   }
 
   // cuBLASLt plans with final pointers; parameter inputs they read must keep their address.
@@ -701,15 +748,15 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
       ++matmul_index;
       continue;
     }
-    const Node& node = g.node(step.node);
-    if (product(in.buffers[node.id].sizes) == 0) continue;
-    Instance::Launch& launch = in.launches[launch_index++];
-    void* args[] = {launch.fields.data()};
-    const CUDA_KERNEL_NODE_PARAMS params =
-        kernel_node(device_->functions[launch.kernel], kernels_[launch.kernel], launch.grid, args);
-    LUMINAL_CU(api.cuGraphAddKernelNode(&launch.node, in.graph, previous ? &previous : nullptr, previous ? 1 : 0,
-                                        &params));
-    add_dependency(launch.node);
+    for (; launch_index < in.launches.size() && in.launches[launch_index].step == s; ++launch_index) {
+      Instance::Launch& launch = in.launches[launch_index];
+      void* args[] = {launch.fields.data()};
+      const CUDA_KERNEL_NODE_PARAMS params =
+          kernel_node(device_->functions[launch.kernel], kernels_[launch.kernel], launch.grid, args);
+      LUMINAL_CU(api.cuGraphAddKernelNode(&launch.node, in.graph, previous ? &previous : nullptr, previous ? 1 : 0,
+                                          &params));
+      add_dependency(launch.node);
+    }
   }
   {
     CUDA_KERNEL_NODE_PARAMS params{};
@@ -849,6 +896,13 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
         changed = true;
       }
     }
+    if (launch.alias_output >= 0) {
+      const bool enabled = outputs[launch.alias_output].data != inputs[launch.alias_input].data;
+      if (enabled != launch.enabled && launch.node) {
+        LUMINAL_CU(api.cuGraphNodeSetEnabled(instance.exec, launch.node, enabled ? 1 : 0));
+        launch.enabled = enabled;
+      }
+    }
     if (!changed || !launch.node) continue;
     void* args[] = {launch.fields.data()};
     const CUDA_KERNEL_NODE_PARAMS params =
@@ -856,6 +910,8 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
     LUMINAL_CU(api.cuGraphExecKernelNodeSetParams(instance.exec, launch.node, &params));
     ++stats_.pointer_updates;
   }
+  stats_.scatter_copy_bytes = 0;
+  for (const Instance::Launch& launch : instance.launches) stats_.scatter_copy_bytes += launch.enabled ? launch.copy_bytes : 0;
   const CUstream stream = static_cast<CUstream>(context.stream);
   if (env_flag("LUMINAL_PROFILE")) {
     run_steps_one_by_one(instance, stream);
@@ -893,30 +949,39 @@ void Executor::run_steps_one_by_one(Instance& instance, void* raw_stream) {
   };
   try {
     size_t launch_index = 0, matmul_index = 0;
-    for (const Step& step : steps_) {
+    for (size_t s = 0; s < steps_.size(); ++s) {
+      const Step& step = steps_[s];
       const Node& node = graph_->node(step.node);
-      if (product(instance.buffers[node.id].sizes) == 0) {
-        matmul_index += step.is_matmul;
+      if (step.is_matmul && product(instance.buffers[node.id].sizes) == 0) {
+        ++matmul_index;
         continue;
       }
-      Timed& t = timed.emplace_back(Timed{node.id, {}});
-      LUMINAL_CU(api.cuEventCreate(&t.start, CU_EVENT_DEFAULT));
-      LUMINAL_CU(api.cuEventCreate(&t.end, CU_EVENT_DEFAULT));
-      LUMINAL_CU(api.cuEventRecord(t.start, stream));
+      const auto timed_step = [&](const std::string& what, const auto& launch_it) {
+        Timed& t = timed.emplace_back(Timed{node.id, what});
+        LUMINAL_CU(api.cuEventCreate(&t.start, CU_EVENT_DEFAULT));
+        LUMINAL_CU(api.cuEventCreate(&t.end, CU_EVENT_DEFAULT));
+        LUMINAL_CU(api.cuEventRecord(t.start, stream));
+        launch_it();
+        LUMINAL_CU(api.cuEventRecord(t.end, stream));
+      };
       if (step.is_matmul) {
-        instance.matmuls[matmul_index++]->run(reinterpret_cast<void*>(instance.buffers[node.id].ptr),
-                                              instance.workspace, stream);
-        t.what = "cublasLt";
-      } else {
-        Instance::Launch& launch = instance.launches[launch_index++];
-        void* args[] = {launch.fields.data()};
-        const CUDA_KERNEL_NODE_PARAMS p =
-            kernel_node(device_->functions[launch.kernel], kernels_[launch.kernel], launch.grid, args);
-        LUMINAL_CU(api.cuLaunchKernel(p.func, p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY,
-                                      p.blockDimZ, 0, stream, p.kernelParams, nullptr));
-        t.what = kernels_[launch.kernel].name;
+        timed_step("cublasLt", [&] {
+          instance.matmuls[matmul_index++]->run(reinterpret_cast<void*>(instance.buffers[node.id].ptr),
+                                                instance.workspace, stream);
+        });
+        continue;
       }
-      LUMINAL_CU(api.cuEventRecord(t.end, stream));
+      for (; launch_index < instance.launches.size() && instance.launches[launch_index].step == s; ++launch_index) {
+        Instance::Launch& launch = instance.launches[launch_index];
+        if (!launch.enabled) continue;
+        timed_step(kernels_[launch.kernel].name, [&] {
+          void* args[] = {launch.fields.data()};
+          const CUDA_KERNEL_NODE_PARAMS p =
+              kernel_node(device_->functions[launch.kernel], kernels_[launch.kernel], launch.grid, args);
+          LUMINAL_CU(api.cuLaunchKernel(p.func, p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY,
+                                        p.blockDimZ, 0, stream, p.kernelParams, nullptr));
+        });
+      }
     }
     ++stats_.host_syncs;
     if (!timed.empty()) LUMINAL_CU(api.cuEventSynchronize(timed.back().end));

@@ -55,6 +55,7 @@ struct Stats {
   size_t calls = 0;
   size_t host_syncs = 0;         // waits for the GPU (instance builds, error checks that must wait), cumulative
   bool megakernel = false;       // the whole graph runs as one row kernel
+  size_t scatter_copy_bytes = 0;  // bytes of scatter bases the last call copied (in-place scatters copy none)
 };
 
 class Executor {
