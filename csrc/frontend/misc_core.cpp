@@ -1,12 +1,14 @@
 // Core-ATen inference ops without a family of their own: masked_scatter, as_strided, distances
-// (cdist, pdist), col2im, grid_sampler_2d and bilinear upsampling. All are index arithmetic,
+// (cdist, pdist), col2im, grid_sampler_2d, bilinear upsampling and histc. All are index arithmetic,
 // masked loads and reductions, so the executors and the CUDA codegen need no special support.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "common/error.h"
+#include "common/half.h"
 #include "frontend/translate.h"
+#include "ir/simplify.h"
 
 namespace luminal::frontend {
 
@@ -390,6 +392,94 @@ void translate_upsample_bilinear(Context& ctx, const pt2::Node& node) {
   ctx.set_output(node, b.pointwise(out, out_shape, {x}, ir::cast(value, out)));
 }
 
+// ---- histc ---------------------------------------------------------------------------------
+//
+// histc(self, bins, min, max): counts of the elements in `bins` equal-width bins over [min, max],
+// in the input's dtype. Both torch kernels (CPU: LINEAR_INTERPOLATION in HistogramKernel.cpp,
+// CUDA: getBin in SummaryOps.cu) place an element x with min <= x <= max (NaN and elements
+// outside are skipped) in bin trunc((x - min) * bins / (max - min)), computed in the input dtype
+// (each op rounded for float16/bfloat16, the bounds and the bin count converted to that dtype
+// first), and move x == max from bin `bins` to the last bin. Each output element counts its bin's
+// elements (a reduction over the input, like the other gather-form ops).
+
+// A Scalar bound or the bin count as the kernels see it: converted to the input dtype (through
+// float for the half types, as Scalar::to does).
+double in_dtype(double value, DType dtype) {
+  switch (dtype) {
+    case DType::F64: return value;
+    case DType::F32: return static_cast<float>(value);
+    case DType::BF16: return round_to_bf16(static_cast<float>(value));
+    case DType::F16: return round_to_half(static_cast<float>(value));
+    default: fail("histc: ", dtype_name(dtype), " is not a floating dtype");
+  }
+}
+
+// The largest count the input dtype holds exactly. torch adds each element's 1 to a per-thread
+// histogram in the input dtype and sums those, so a bin with more elements gets a count that
+// depends on how the input was split between threads.
+int64_t exact_count_limit(DType dtype) {
+  switch (dtype) {
+    case DType::F64: return int64_t{1} << 53;
+    case DType::F32: return int64_t{1} << 24;
+    case DType::F16: return 2048;
+    default: return 256;  // bfloat16
+  }
+}
+
+void translate_histc(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "self");
+  const DType dtype = b.dtype(x);
+  const bool half = dtype == DType::F16 || dtype == DType::BF16;
+  LUMINAL_CHECK(is_floating(dtype), "histc of ", dtype_name(dtype), " (eager's CPU kernel takes floating types only)");
+  const std::string& device = ctx.tensor_meta(ctx.find_arg(node, "self")->as_tensor().name).device.type;
+  LUMINAL_CHECK(!(half && device == "cuda"), "histc of ", dtype_name(dtype), " on CUDA (eager has no kernel for it)");
+  const int64_t bins = ctx.int_arg(node, "bins", 100);
+  const double min = ctx.float_arg(node, "min", 0.0), max = ctx.float_arg(node, "max", 0.0);
+  LUMINAL_CHECK(bins > 0, "histc bins must be > 0, got ", bins);
+  LUMINAL_CHECK(min != max, "histc with min == max (", min,
+                ") takes its range from the data's minimum and maximum at run time; not supported");
+  LUMINAL_CHECK(std::isfinite(min) && std::isfinite(max) && min < max, "histc range [", min, ", ", max,
+                "] must be finite with min < max (eager raises)");
+  const double lo = in_dtype(min, dtype), hi = in_dtype(max, dtype);
+  const double count = in_dtype(static_cast<double>(bins), dtype);
+  LUMINAL_CHECK(lo < hi, "histc range [", min, ", ", max, "] is empty in ", dtype_name(dtype));
+  LUMINAL_CHECK(count == static_cast<double>(bins), "histc with ", bins, " bins, which ", dtype_name(dtype),
+                " does not represent exactly (eager can place elements past the last bin)");
+  const Expr numel = ir::simplify(ir::product(b.shape(x)), {});
+  const auto static_numel = ir::as_int_const(numel);
+  const int64_t limit = exact_count_limit(dtype);
+  const bool counts_exact = static_numel && *static_numel <= limit;
+  LUMINAL_CHECK(counts_exact || !half, "histc of ", dtype_name(dtype), " over ", ir::to_string(numel),
+                " elements: eager's counts are exact only up to ", limit, " per bin");
+
+  // The width is computed in the dtype too; float16/bfloat16 ops round after each step.
+  const double width = in_dtype(static_cast<double>(static_cast<float>(hi) - static_cast<float>(lo)), dtype);
+  const Expr lo_c = ir::float_const(lo, dtype), hi_c = ir::float_const(hi, dtype);
+  const Expr v = ir::load(0, dtype, {ir::reduce_var(0)});
+  const Expr inside = ir::logical_and(ir::ge(v, lo_c), ir::binary(ExprOp::Le, v, hi_c));
+  const Expr scaled = ir::binary(ExprOp::Div, ir::mul(ir::sub(v, lo_c), ir::float_const(count, dtype)),
+                                 ir::float_const(dtype == DType::F64 ? hi - lo : width, dtype));
+  Expr bin = ir::cast(ir::where(inside, scaled, ir::float_const(0, dtype)), DType::I64);  // truncates
+  bin = ir::where(ir::eq(bin, ir::int_const(bins)), ir::int_const(bins - 1), bin);
+  // Rounding could carry an element past `bins` only for huge bin counts (an ulp of the scaled
+  // value >= 1); eager would then write outside its histogram: raise instead.
+  bin = ir::check_index(bin, ir::int_const(bins), inside);
+  const Expr hit = ir::cast(ir::logical_and(inside, ir::eq(bin, ir::loop_var(0))), DType::I64);
+  const NodeId flat = b.reshape(x, {numel});
+  NodeId counts = b.reduce(DType::I64, {ir::int_const(bins)}, {flat}, hit, ir::ReduceOp::Sum, {numel});
+  if (counts_exact) {
+    ctx.set_output(node, b.cast(counts, dtype));
+    return;
+  }
+  // float32 with more elements than 2^24: a bin that big raises (the origin names the reason).
+  const std::string origin = b.origin();
+  b.set_origin(str_cat(origin, ": a bin count above ", limit, ", where float32 counts are inexact"));
+  const Expr checked = ir::check_index(ir::load(0, DType::I64, {ir::loop_var(0)}), ir::int_const(limit + 1));
+  ctx.set_output(node, b.pointwise(dtype, {ir::int_const(bins)}, {counts}, ir::cast(checked, dtype)));
+  b.set_origin(origin);
+}
+
 }  // namespace
 
 void register_misc_core_ops(Registry& registry) {
@@ -401,6 +491,7 @@ void register_misc_core_ops(Registry& registry) {
   registry.add(aten + "col2im.default", translate_col2im);
   registry.add(aten + "grid_sampler_2d.default", translate_grid_sampler_2d);
   registry.add(aten + "upsample_bilinear2d.vec", translate_upsample_bilinear);
+  registry.add(aten + "histc.default", translate_histc);
 }
 
 }  // namespace luminal::frontend
