@@ -1,14 +1,21 @@
 """torch.histc against eager, bit-exact: elements exactly on bin edges (where the bin formula's
 rounding decides), just beside them, outside the range, NaN and infinities; every dtype eager
-takes; the MoE routing form (integer-valued expert ids, min=0, max=E-1)."""
+takes (CPU: floating types; CUDA: float32, float64 and integers); the MoE routing form
+(integer-valued expert ids, min=0, max=E-1)."""
 
 from __future__ import annotations
 
+import io
+import json
+import zipfile
+
 import pytest
 import torch
+from torch._export.serde.schema import ScalarType
 
 import luminal
 from helpers import FLOAT_DTYPES, assert_raises_when_run, compile_luminal, non_contiguous
+from luminal import _C
 
 
 def require_eager(device: str, dtype: torch.dtype) -> None:
@@ -110,3 +117,79 @@ def test_histc_inexact_half_counts_fall_back(device: str) -> None:
     require_eager(device, torch.bfloat16)
     x = torch.rand(300, device=device).bfloat16()
     expect_refused(lambda t: torch.histc(t, bins=2, min=0, max=1), x, "exact only up to 256")
+
+
+INTEGER_DTYPES = [torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8]
+# (bins, min, max): fractional bounds truncate; a width that does not divide by the bin count.
+INTEGER_RANGES = [(5, -3, 7.9), (4, 0, 3), (1, -2.5, 2), (7, 2, 100), (3, -128, 127)]
+
+
+def cuda_integer_histc(x: torch.Tensor, bins: int, low: float, high: float) -> torch.Tensor:
+    """SummaryOps.cu for integer inputs: int64 bounds (truncated), integer division."""
+    lo, hi = int(low), int(high)
+    v = x.long()
+    inside = (v >= lo) & (v <= hi)
+    index = ((v - lo) * bins) // (hi - lo)
+    index[index == bins] = bins - 1
+    return torch.bincount(index[inside], minlength=bins).to(x.dtype)
+
+
+def archive_on_cuda(bins: int, low: float, high: float, dtype: torch.dtype) -> bytes:
+    """An exported histc whose tensors claim to be `dtype` on CUDA (exported as float32 on the CPU,
+    where eager has no integer kernel): the CUDA integer translation, run by the CPU engine."""
+
+    class Histc(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.histc(x, bins=bins, min=low, max=high)
+
+    saved = io.BytesIO()
+    torch.export.save(torch.export.export(Histc(), (torch.zeros(20),)), saved)
+    code = {
+        torch.int32: ScalarType.INT,
+        torch.int64: ScalarType.LONG,
+        torch.int16: ScalarType.SHORT,
+        torch.int8: ScalarType.CHAR,
+        torch.uint8: ScalarType.BYTE,
+    }[dtype].value
+    edited = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(saved.getvalue())) as source, zipfile.ZipFile(edited, "w") as target:
+        for info in source.infolist():
+            data = source.read(info.filename)
+            if info.filename.endswith("models/model.json"):
+                model = json.loads(data)
+                for meta in model["graph_module"]["graph"]["tensor_values"].values():
+                    meta["dtype"] = code
+                    meta["device"] = {"type": "cuda", "index": 0}
+                data = json.dumps(model).encode()
+            target.writestr(info, data)
+    return edited.getvalue()
+
+
+def fits(dtype: torch.dtype, low: float, high: float) -> bool:
+    return torch.iinfo(dtype).min <= int(low) and int(high) <= torch.iinfo(dtype).max
+
+
+@pytest.mark.parametrize(
+    "dtype,bins,low,high", [(d, *r) for d in INTEGER_DTYPES for r in INTEGER_RANGES if fits(d, *r[1:])], ids=str
+)
+def test_histc_cuda_integer_formula(dtype: torch.dtype, bins: int, low: float, high: float) -> None:
+    lo, hi = torch.iinfo(dtype).min, torch.iinfo(dtype).max
+    compiled = _C.compile(archive_on_cuda(bins, low, high, dtype), ["user"], False)
+    x = torch.randint(max(lo, int(low) - 3), min(hi, int(high) + 3) + 1, (20,), dtype=dtype)
+    x[:2] = torch.tensor([int(low), int(high)], dtype=dtype)  # both bounds: the first and last bin
+    assert torch.equal(compiled.run([x])[0], cuda_integer_histc(x, bins, low, high))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8], ids=str)
+def test_histc_integers(dtype: torch.dtype, device: str) -> None:
+    """transformers counts tokens per expert from int32 ids on CUDA; eager's CPU kernel has none."""
+    x = torch.randint(0, 9, (37,), dtype=dtype, device=device)
+    fn = lambda t: torch.histc(t, bins=8, min=0, max=7)  # noqa: E731
+    if device == "cuda":
+        assert_histc(fn, x)
+        return
+    # Eager raises, and so does tracing (the fake kernel is eager's): luminal never sees the op.
+    with pytest.raises(Exception, match="not implemented"):
+        fn(x)
+    with pytest.raises(Exception, match="not implemented"):
+        compile_luminal(fn)(x)
