@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 import luminal
-from helpers import assert_raises_when_run, assert_same, check, compile_luminal, rand
+from helpers import assert_raises_when_run, assert_same, capturing_backend, check, compile_luminal, rand
 
 # The f32 and f16 inner products accumulate in a different order than eager; bf16 rounds once.
 GROUPED_DTYPES = [torch.float32, torch.bfloat16, torch.float16]
@@ -180,3 +181,98 @@ def test_moe_layer(tokens: int, dtype: torch.dtype, device: str) -> None:
         actual = compile_luminal(model)(x)
     assert luminal.compile_count() >= 1
     assert_same(actual, expected, tolerance_scale=8)
+
+
+# ---- transformers.grouped_mm_fallback: the custom op transformers' MoE layers run on CPU --------
+
+
+def grouped_mm_fallback() -> Any:
+    """torch.ops.transformers.grouped_mm_fallback, which importing transformers' MoE integration
+    registers (transformers >= 5)."""
+    pytest.importorskip("transformers")
+    try:
+        import transformers.integrations.moe  # noqa: F401, PLC0415 (registers the op)
+    except ImportError as error:
+        pytest.skip(f"this transformers has no MoE integration: {error}")
+    if not hasattr(torch.ops.transformers, "grouped_mm_fallback"):
+        pytest.skip("this transformers does not register transformers::grouped_mm_fallback")
+    return torch.ops.transformers.grouped_mm_fallback
+
+
+def eager_mm_supports(device: str, dtype: torch.dtype) -> bool:
+    try:
+        torch.ones(2, 2, dtype=dtype, device=device) @ torch.ones(2, 2, dtype=dtype, device=device)
+    except RuntimeError:
+        return False
+    return True
+
+
+# Group sizes with empty experts, then rows past the last offset (transformers' expert-parallel
+# sentinels): zero in both.
+FALLBACK_ROUTINGS = [([3, 0, 7, 1], 0), ([0, 13, 0], 2), ([5], 0), ([2, 2, 0, 0, 9], 3)]
+
+
+@pytest.mark.parametrize("transposed", [True, False], ids=["transposed", "plain"])
+@pytest.mark.parametrize("offs_dtype", [torch.int32, torch.int64], ids=str)
+@pytest.mark.parametrize("dtype", GROUPED_DTYPES, ids=str)
+@pytest.mark.parametrize("sizes,tail", FALLBACK_ROUTINGS, ids=str)
+def test_grouped_mm_fallback(
+    sizes: list[int], tail: int, dtype: torch.dtype, offs_dtype: torch.dtype, transposed: bool, device: str
+) -> None:
+    op = grouped_mm_fallback()
+    if not eager_mm_supports(device, dtype):
+        pytest.skip(f"eager has no {dtype} matmul on {device}")
+    k, n = 24, 16
+    x = rand(sum(sizes) + tail, k, dtype=dtype, device=device, low=-1, high=1)
+    offs = torch.tensor(sizes, device=device).cumsum(0).to(offs_dtype)
+    if transposed:  # weights stored [E, N, K], as transformers' experts keep them
+        w = rand(len(sizes), n, k, dtype=dtype, device=device, low=-1, high=1)
+        check(lambda x, w, offs: op(x, w.transpose(-2, -1), offs), x, w, offs, tolerance_scale=8)
+    else:
+        w = rand(len(sizes), k, n, dtype=dtype, device=device, low=-1, high=1)
+        check(op, x, w, offs, tolerance_scale=8)
+
+
+def test_grouped_mm_fallback_offsets_change_at_run_time(device: str) -> None:
+    op = grouped_mm_fallback()
+    compiled = compile_luminal(op)
+    x, w = rand(12, 16, device=device), rand(3, 16, 8, device=device)
+    for sizes in ([4, 4, 4], [0, 12, 0], [11, 0, 1], [2, 7, 2]):
+        offs = torch.tensor(sizes, device=device).cumsum(0)
+        assert_same(compiled(x, w, offs), op(x, w, offs), tolerance_scale=8)
+    assert luminal.compile_count() == 1
+
+
+@pytest.mark.parametrize("ends", [[6, 3, 10], [4, 13], [-1, 10], [4, 2**40]], ids=str)
+def test_grouped_mm_fallback_invalid_offsets_raise(ends: list[int], device: str) -> None:
+    """Decreasing ends, ends past the rows or beyond int32: transformers' loop would slice
+    silently; luminal raises."""
+    op = grouped_mm_fallback()
+    x, w = rand(12, 16, device=device), rand(len(ends), 16, 8, device=device)
+    offs = torch.tensor(ends, dtype=torch.int64, device=device)
+    assert_raises_when_run(compile_luminal(op), x, w, offs, match="out of bounds")
+
+
+def test_grouped_mm_fallback_is_a_supported_target() -> None:
+    grouped_mm_fallback()
+    from luminal import coverage  # noqa: PLC0415
+
+    assert "torch.ops.transformers.grouped_mm_fallback.default" in coverage.measure().supported
+
+
+@pytest.mark.parametrize("name", ["qwen3_moe", "mixtral"])
+def test_moe_zoo_models_run_whole_on_cpu(name: str) -> None:
+    """Random tiny Qwen3-MoE and Mixtral in float32 on the CPU: their routing (histc) and experts
+    (grouped_mm_fallback) are translated, nothing falls back (a fallback warning fails the test)."""
+    pytest.importorskip("transformers")
+    from models.zoo import HF_MODELS  # noqa: PLC0415
+
+    entry = next(m for m in HF_MODELS if m.name == name)
+    _, forward, inputs = entry.build("cpu", torch.float32)
+    captured: list[Any] = []
+    with torch.no_grad():
+        expected = forward(*inputs)
+        actual = torch.compile(forward, backend=capturing_backend(captured))(*inputs)
+    assert_same(actual, expected, tolerance_scale=entry.tolerance_scale)
+    ir = "\n".join(c.ir() for c in captured)
+    assert "grouped_mm_fallback" in ir and "histc" in ir, ir

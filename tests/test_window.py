@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from helpers import check, non_contiguous, rand
 
@@ -51,6 +52,52 @@ def test_pooling(kwargs, device: str) -> None:
     check(lambda t: torch.nn.functional.avg_pool2d(t, **kwargs), x, tolerance_scale=4)
     if kwargs.get("padding"):
         check(lambda t: torch.nn.functional.avg_pool2d(t, **kwargs, count_include_pad=False), x, tolerance_scale=4)
+
+
+# (kernel, stride, padding): stride below, equal to and above the kernel; ceil_mode's last window
+# overhangs the padded input (count_include_pad divides by the part inside it) or is dropped
+# because it would start in the right padding.
+AVG_POOL_CEIL = [(2, 2, 0), (3, 2, 1), (2, 1, 1), (3, 4, 1), (2, 3, 0), (1, 2, 0), (4, 3, 2)]
+
+
+@pytest.mark.parametrize("kernel,stride,padding", AVG_POOL_CEIL, ids=str)
+@pytest.mark.parametrize("include_pad", [True, False], ids=["include_pad", "exclude_pad"])
+def test_avg_pool2d_ceil_mode(kernel: int, stride: int, padding: int, include_pad: bool, device: str) -> None:
+    x = rand(2, 3, 9, 8, device=device)
+    pool = torch.nn.AvgPool2d(kernel, stride, padding, ceil_mode=True, count_include_pad=include_pad)
+    check(pool, x, tolerance_scale=4)
+    check(pool, non_contiguous(rand(1, 2, 7, 5, device=device)), tolerance_scale=4)
+
+
+@pytest.mark.parametrize("include_pad", [True, False], ids=["include_pad", "exclude_pad"])
+def test_avg_pool_ceil_mode_1d_3d(include_pad: bool, device: str) -> None:
+    x = rand(2, 3, 10, device=device)
+    check(lambda t: F.avg_pool1d(t, 3, 2, 1, ceil_mode=True, count_include_pad=include_pad), x)
+    check(lambda t: F.avg_pool1d(t, 2, 3, ceil_mode=True, count_include_pad=include_pad), rand(3, 11, device=device))
+    check(
+        lambda t: F.avg_pool3d(t, (2, 3, 2), (2, 2, 3), (1, 1, 0), ceil_mode=True, count_include_pad=include_pad),
+        rand(2, 2, 5, 7, 6, device=device),
+        tolerance_scale=4,
+    )
+
+
+@pytest.mark.parametrize("ceil_mode", [False, True], ids=["floor", "ceil"])
+def test_avg_pool_divisor_override(ceil_mode: bool, device: str) -> None:
+    x = rand(2, 3, 7, 9, device=device)
+    check(lambda t: F.avg_pool2d(t, 3, 2, 1, ceil_mode=ceil_mode, divisor_override=5), x, tolerance_scale=4)
+    check(lambda t: F.avg_pool3d(t[:, None], 2, 2, ceil_mode=ceil_mode, divisor_override=3), x, tolerance_scale=4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16], ids=str)
+def test_avg_pool_ceil_mode_dtypes(dtype: torch.dtype, device: str) -> None:
+    """timm's resnet-d downsample: AvgPool2d(2, 2, ceil_mode=True, count_include_pad=False)."""
+    x = rand(2, 4, 7, 5, dtype=dtype, device=device)
+    pool = torch.nn.AvgPool2d(2, 2, ceil_mode=True, count_include_pad=False)
+    try:
+        pool(x)
+    except RuntimeError as error:  # older CPU kernels lack float16
+        pytest.skip(f"eager avg_pool2d does not take {dtype} on {device}: {error}")
+    check(pool, x)
 
 
 def test_max_pool_indices_dilation_ceil_mode(device: str) -> None:

@@ -1,5 +1,7 @@
-// Matrix products: mm, bmm, addmm, baddbmm, mv, addmv, addr, dot/vdot, t, _grouped_mm.
+// Matrix products: mm, bmm, addmm, baddbmm, mv, addmv, addr, dot/vdot, t, _grouped_mm and
+// transformers' grouped_mm_fallback.
 #include <cmath>
+#include <limits>
 
 #include "common/error.h"
 #include "frontend/translate.h"
@@ -233,6 +235,35 @@ void translate_grouped_mm(Context& ctx, const pt2::Node& node) {
   ctx.set_output(node, b.cast(result, out_dtype));
 }
 
+// transformers.grouped_mm_fallback(input, weight, offs): the custom op transformers (5.x) runs for
+// MoE experts when torch._grouped_mm is unavailable or unsuitable (CPU, non-bf16 weights): rows
+// [offs[e-1], offs[e]) of input [S, K] (sorted by expert) times weight[e] [K, N] (usually a
+// transposed [E, N, K] view, read in place), rows past offs[-1] zero (transformers' loop leaves
+// them at zero too). _grouped_mm's MoE form, except that offs may be int64.
+void translate_grouped_mm_fallback(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const NodeId input = ctx.tensor(node, "input"), weight = ctx.tensor(node, "weight"), offs = ctx.tensor(node, "offs");
+  const DType dtype = b.dtype(input);
+  // The grouped GEMM accumulates in float32: float64 would lose precision.
+  LUMINAL_CHECK(dtype == b.dtype(weight) && (dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16),
+                "grouped_mm_fallback operands must share dtype float32, bfloat16 or float16, got ",
+                ir::node_signature(b.node(input)), " and ", ir::node_signature(b.node(weight)));
+  LUMINAL_CHECK(b.rank(input) == 2 && b.rank(weight) == 3, "grouped_mm_fallback needs input [S, K] and weight [E, K, N], got ",
+                ir::node_signature(b.node(input)), " and ", ir::node_signature(b.node(weight)));
+  const DType offs_dtype = b.dtype(offs);
+  LUMINAL_CHECK(b.rank(offs) == 1 && (offs_dtype == DType::I32 || offs_dtype == DType::I64),
+                "grouped_mm_fallback offs must be a 1-D int32 or int64 tensor, got ", ir::node_signature(b.node(offs)));
+  NodeId ends = offs;
+  if (offs_dtype == DType::I64) {
+    // Valid ends lie in [0, S] (the contraction checks that they do not decrease); checked here
+    // first, they fit int32, which the contraction reads.
+    const Expr bound = ir::min(ir::add(b.shape(input)[0], ir::int_const(1)), ir::int_const(std::numeric_limits<int32_t>::max()));
+    const Expr end = ir::check_index(ir::load(0, DType::I64, {ir::loop_var(0)}), bound);
+    ends = b.pointwise(DType::I32, b.shape(offs), {offs}, ir::cast(end, DType::I32));
+  }
+  ctx.set_output(node, b.grouped_rows_matmul(input, weight, ends, dtype));
+}
+
 }  // namespace
 
 void register_linalg_ops(Registry& registry) {
@@ -247,6 +278,7 @@ void register_linalg_ops(Registry& registry) {
   registry.add("torch.ops.aten.mv.default", translate_mv);
   registry.add("torch.ops.aten.addmv.default", translate_addmv);
   registry.add("torch.ops.aten._grouped_mm.default", translate_grouped_mm);
+  registry.add("torch.ops.transformers.grouped_mm_fallback.default", translate_grouped_mm_fallback);
 }
 
 }  // namespace luminal::frontend

@@ -1,12 +1,16 @@
 // Core-ATen inference ops without a family of their own: masked_scatter, as_strided, distances
-// (cdist, pdist), col2im, grid_sampler_2d and bilinear upsampling. All are index arithmetic,
+// (cdist, pdist), col2im, grid_sampler_2d, bilinear upsampling and histc. All are index arithmetic,
 // masked loads and reductions, so the executors and the CUDA codegen need no special support.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <utility>
 
 #include "common/error.h"
+#include "common/half.h"
 #include "frontend/translate.h"
+#include "ir/simplify.h"
 
 namespace luminal::frontend {
 
@@ -390,6 +394,142 @@ void translate_upsample_bilinear(Context& ctx, const pt2::Node& node) {
   ctx.set_output(node, b.pointwise(out, out_shape, {x}, ir::cast(value, out)));
 }
 
+// ---- histc ---------------------------------------------------------------------------------
+//
+// histc(self, bins, min, max): counts of the elements in `bins` equal-width bins over [min, max],
+// in the input's dtype. Both torch kernels (CPU: LINEAR_INTERPOLATION in HistogramKernel.cpp,
+// CUDA: getBin in SummaryOps.cu) skip elements outside [min, max] (and NaN), place x in bin
+// (x - min) * bins / (max - min), truncated, and move x == max from bin `bins` to the last bin.
+// Floating inputs compute that in the input dtype (each op rounded for float16/bfloat16, the
+// bounds and the bin count converted to the dtype first); integer inputs (CUDA only) in int64
+// with integer division. Each output element counts its bin's elements (a reduction over the
+// input, like the other gather-form ops). min == max takes the range from the data: refused.
+
+// Where an element goes: `inside` (in [min, max]) and its bin (meaningful where inside).
+struct HistcBin {
+  Expr inside;
+  Expr bin;
+};
+
+// A Scalar bound or the bin count as the kernels see it: converted to the input dtype (through
+// float for the half types, as Scalar::to does).
+double in_dtype(double value, DType dtype) {
+  switch (dtype) {
+    case DType::F64: return value;
+    case DType::F32: return static_cast<float>(value);
+    case DType::BF16: return round_to_bf16(static_cast<float>(value));
+    case DType::F16: return round_to_half(static_cast<float>(value));
+    default: fail("histc: ", dtype_name(dtype), " is not a floating dtype");
+  }
+}
+
+HistcBin floating_histc_bin(const Expr& v, DType dtype, int64_t bins, double min, double max) {
+  LUMINAL_CHECK(min != max, "histc with min == max (", min,
+                ") takes its range from the data's minimum and maximum at run time; not supported");
+  LUMINAL_CHECK(std::isfinite(min) && std::isfinite(max) && min < max, "histc range [", min, ", ", max,
+                "] must be finite with min < max (eager raises)");
+  const double lo = in_dtype(min, dtype), hi = in_dtype(max, dtype);
+  const double count = in_dtype(static_cast<double>(bins), dtype);
+  LUMINAL_CHECK(lo < hi, "histc range [", min, ", ", max, "] is empty in ", dtype_name(dtype));
+  LUMINAL_CHECK(count == static_cast<double>(bins), "histc with ", bins, " bins, which ", dtype_name(dtype),
+                " does not represent exactly (eager can place elements past the last bin)");
+  // The width in the dtype's arithmetic: float16/bfloat16 subtract in float and round.
+  const double width =
+      dtype == DType::F64 ? hi - lo : in_dtype(static_cast<double>(static_cast<float>(hi) - static_cast<float>(lo)), dtype);
+  const Expr lo_c = ir::float_const(lo, dtype), hi_c = ir::float_const(hi, dtype);
+  const Expr inside = ir::logical_and(ir::ge(v, lo_c), ir::binary(ExprOp::Le, v, hi_c));
+  const Expr scaled =
+      ir::binary(ExprOp::Div, ir::mul(ir::sub(v, lo_c), ir::float_const(count, dtype)), ir::float_const(width, dtype));
+  // Elements outside are not converted (a NaN or inf has no integer value).
+  return {inside, ir::cast(ir::where(inside, scaled, ir::float_const(0, dtype)), DType::I64)};  // truncates
+}
+
+std::pair<int64_t, int64_t> integer_range(DType dtype) {
+  switch (dtype) {
+    case DType::I8: return {std::numeric_limits<int8_t>::min(), std::numeric_limits<int8_t>::max()};
+    case DType::I16: return {std::numeric_limits<int16_t>::min(), std::numeric_limits<int16_t>::max()};
+    case DType::I32: return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+    case DType::I64: return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
+    case DType::U8: return {0, std::numeric_limits<uint8_t>::max()};
+    default: fail("histc: ", dtype_name(dtype), " is not an integer dtype");
+  }
+}
+
+// CUDA's integer histc: the bounds are Scalar::to<int64_t> (truncated) then narrowed to the dtype.
+HistcBin integer_histc_bin(const Expr& v, DType dtype, int64_t bins, double min, double max) {
+  constexpr double kExactInt = 9007199254740992.0;  // 2^53: larger Scalars lost digits in the archive
+  LUMINAL_CHECK(std::abs(min) < kExactInt && std::abs(max) < kExactInt, "histc range [", min, ", ", max,
+                "] is too large for an integer histogram");
+  const int64_t lo = static_cast<int64_t>(min), hi = static_cast<int64_t>(max);
+  LUMINAL_CHECK(lo != hi, "histc with integer bounds min == max (", lo,
+                ") takes its range from the data's minimum and maximum at run time; not supported");
+  LUMINAL_CHECK(lo < hi, "histc range [", lo, ", ", hi, "] must have min < max (eager raises)");
+  const auto [lowest, highest] = integer_range(dtype);
+  LUMINAL_CHECK(lo >= lowest && hi <= highest, "histc range [", lo, ", ", hi, "] does not fit ", dtype_name(dtype),
+                " (eager narrows it)");
+  const Expr x = ir::cast(v, DType::I64);
+  // (x - lo) * bins must fit int64 (the kernel's arithmetic): (hi - lo) * bins does.
+  const uint64_t width = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo);
+  LUMINAL_CHECK(width <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / static_cast<uint64_t>(bins),
+                "histc range [", lo, ", ", hi, "] times ", bins, " bins overflows int64");
+  const Expr inside = ir::logical_and(ir::ge(x, ir::int_const(lo)), ir::binary(ExprOp::Le, x, ir::int_const(hi)));
+  const Expr offset = ir::where(inside, ir::sub(x, ir::int_const(lo)), ir::int_const(0));  // >= 0: floor = trunc
+  return {inside, ir::floordiv(ir::mul(offset, ir::int_const(bins)), ir::int_const(static_cast<int64_t>(width)))};
+}
+
+// The largest count the dtype holds exactly. torch adds each element's 1 to a per-thread
+// histogram in the input dtype and sums those, so a bigger bin gets a count that depends on how
+// the input was split between threads. Integer counts wrap as eager's do.
+std::optional<int64_t> exact_count_limit(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return int64_t{1} << 24;
+    case DType::F16: return 2048;
+    case DType::BF16: return 256;
+    default: return std::nullopt;  // float64 (2^53), integers
+  }
+}
+
+void translate_histc(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "self");
+  const DType dtype = b.dtype(x);
+  const bool half = dtype == DType::F16 || dtype == DType::BF16;
+  const bool cuda = ctx.tensor_meta(ctx.find_arg(node, "self")->as_tensor().name).device.type == "cuda";
+  // Eager's kernels: CPU takes floating types, CUDA float32/float64 and integers.
+  LUMINAL_CHECK(is_floating(dtype) ? !(half && cuda) : (cuda && dtype != DType::Bool), "histc of ",
+                dtype_name(dtype), " on ", cuda ? "CUDA" : "CPU", " (eager has no kernel for it)");
+  const int64_t bins = ctx.int_arg(node, "bins", 100);
+  LUMINAL_CHECK(bins > 0 && bins <= std::numeric_limits<int32_t>::max(), "histc bins must be in [1, 2^31), got ", bins);
+  const double min = ctx.float_arg(node, "min", 0.0), max = ctx.float_arg(node, "max", 0.0);
+  const Expr numel = ir::simplify(ir::product(b.shape(x)), {});
+  const auto static_numel = ir::as_int_const(numel);
+  const std::optional<int64_t> limit = exact_count_limit(dtype);
+  const bool counts_exact = !limit || (static_numel && *static_numel <= *limit);
+  LUMINAL_CHECK(counts_exact || !half, "histc of ", dtype_name(dtype), " over ", ir::to_string(numel),
+                " elements: eager's counts are exact only up to ", limit.value_or(0), " per bin");
+
+  const Expr v = ir::load(0, dtype, {ir::reduce_var(0)});
+  const HistcBin where =
+      is_floating(dtype) ? floating_histc_bin(v, dtype, bins, min, max) : integer_histc_bin(v, dtype, bins, min, max);
+  Expr bin = ir::where(ir::eq(where.bin, ir::int_const(bins)), ir::int_const(bins - 1), where.bin);
+  // Rounding could carry an element past `bins` only for huge bin counts (an ulp of the scaled
+  // value >= 1); eager would then write outside its histogram: raise instead.
+  bin = ir::check_index(bin, ir::int_const(bins), where.inside);
+  const Expr hit = ir::cast(ir::logical_and(where.inside, ir::eq(bin, ir::loop_var(0))), DType::I64);
+  const NodeId flat = b.reshape(x, {numel});
+  const NodeId counts = b.reduce(DType::I64, {ir::int_const(bins)}, {flat}, hit, ir::ReduceOp::Sum, {numel});
+  if (counts_exact) {
+    ctx.set_output(node, b.cast(counts, dtype));
+    return;
+  }
+  // float32 with more elements than 2^24: a bin that big raises (the origin names the reason).
+  const std::string origin = b.origin();
+  b.set_origin(str_cat(origin, ": a bin count above ", *limit, ", where float32 counts are inexact"));
+  const Expr checked = ir::check_index(ir::load(0, DType::I64, {ir::loop_var(0)}), ir::int_const(*limit + 1));
+  ctx.set_output(node, b.pointwise(dtype, {ir::int_const(bins)}, {counts}, ir::cast(checked, dtype)));
+  b.set_origin(origin);
+}
+
 }  // namespace
 
 void register_misc_core_ops(Registry& registry) {
@@ -401,6 +541,7 @@ void register_misc_core_ops(Registry& registry) {
   registry.add(aten + "col2im.default", translate_col2im);
   registry.add(aten + "grid_sampler_2d.default", translate_grid_sampler_2d);
   registry.add(aten + "upsample_bilinear2d.vec", translate_upsample_bilinear);
+  registry.add(aten + "histc.default", translate_histc);
 }
 
 }  // namespace luminal::frontend

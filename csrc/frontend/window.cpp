@@ -29,11 +29,15 @@ Expr window_count(const Expr& size, int64_t kernel, int64_t stride, int64_t pad,
   const int64_t span = dilation * (kernel - 1) + 1;
   const Expr room = ir::sub(ir::add(size, ir::int_const(2 * pad)), ir::int_const(span));
   if (!ceil_mode) return ir::add(ir::floordiv(room, ir::int_const(stride)), ir::int_const(1));
-  // ceil_mode: one more window when it starts inside the input or left padding.
-  Expr count = ir::add(ir::floordiv(ir::add(room, ir::int_const(stride - 1)), ir::int_const(stride)), ir::int_const(1));
-  const Expr last_start = ir::mul(ir::sub(count, ir::int_const(1)), ir::int_const(stride));
-  return ir::where(ir::binary(ExprOp::Ge, last_start, ir::add(size, ir::int_const(pad))), ir::sub(count, ir::int_const(1)),
-                   count);
+  // ceil_mode: torch counts ceil(room / stride) + 1 windows, then drops the last one when it would
+  // start in the right padding ((count - 1) * stride >= size + pad). Dropping it is the same as
+  // capping the count at the windows starting before size + pad, floor((size + pad - 1) / stride) + 1
+  // (the cap is at least the count less one, as pad <= the dilated kernel): a min, which shape
+  // code (CUDA kernels with symbolic sizes) can emit, unlike a select.
+  const Expr count = ir::add(ir::floordiv(ir::add(room, ir::int_const(stride - 1)), ir::int_const(stride)), ir::int_const(1));
+  const Expr starting_inside =
+      ir::add(ir::floordiv(ir::add(size, ir::int_const(pad - 1)), ir::int_const(stride)), ir::int_const(1));
+  return ir::min(count, starting_inside);
 }
 
 // convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
@@ -147,37 +151,51 @@ std::vector<Expr> kernel_extents(const Window& win) {
   return extents;
 }
 
+// The divisor of avg_pool's output element (as torch's kernels compute it): per pooled dim, the
+// window [start, start + kernel) with start = o * stride - pad is first clipped to the padded
+// input (ceil_mode's last window may overhang it) and counts that many positions with
+// count_include_pad; without it the window is clipped to the input itself. Windows are never
+// empty: the last one starts inside the input or its left padding, and padding <= kernel / 2.
+Expr avg_pool_divisor(const Window& win, const Shape& in, bool include_pad) {
+  Expr count = ir::int_const(1);
+  for (size_t k = 0; k < win.spatial; ++k) {
+    const Expr size = in[win.lead + k];
+    const Expr pad = ir::int_const(win.padding[k]);
+    const Expr start = ir::sub(ir::mul(ir::loop_var(static_cast<int>(win.lead + k)), ir::int_const(win.stride[k])), pad);
+    const Expr end = ir::min(ir::add(start, ir::int_const(win.kernel[k])), ir::add(size, pad));
+    const Expr extent = include_pad ? ir::sub(end, start) : ir::sub(ir::min(end, size), ir::max(start, ir::int_const(0)));
+    count = ir::mul(count, extent);
+  }
+  return count;
+}
+
 // avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
 void translate_avg_pool(Context& ctx, const pt2::Node& node, size_t spatial) {
   Builder& b = ctx.builder();
   const NodeId x = ctx.tensor(node, "self");
   const Shape in = b.shape(x);
   const Window win = pooling_window(ctx, node, in.size(), spatial);
-  LUMINAL_CHECK(!ctx.bool_arg(node, "ceil_mode", false), "avg_pool with ceil_mode=True is not supported yet");
+  const bool ceil_mode = ctx.bool_arg(node, "ceil_mode", false);
   const bool include_pad = ctx.bool_arg(node, "count_include_pad", true);
   const pt2::Argument* divisor_arg = ctx.find_arg(node, "divisor_override");
   const bool has_divisor = divisor_arg && !divisor_arg->is_none();
   const DType out = ctx.out_dtype(node);
+  LUMINAL_CHECK(is_floating(out), "avg_pool needs a floating-point tensor, got ", dtype_name(out));
   const DType acc = float_compute_dtype(out);
   const WindowIndex w = window_index(win, in);
-  const Shape out_shape = pooled_shape(win, in, false);
+  const Shape out_shape = pooled_shape(win, in, ceil_mode);
   const NodeId total = b.reduce(acc, out_shape, {x}, ir::cast(ir::load(0, b.dtype(x), w.at, w.inside), acc),
                                 ir::ReduceOp::Sum, kernel_extents(win));
   Expr divisor;
   if (has_divisor) {
-    divisor = ir::scalar_const(static_cast<double>(ctx.int_arg(node, "divisor_override")), acc);
-  } else if (include_pad) {
-    int64_t count = 1;
-    for (int64_t k : win.kernel) count *= k;
-    divisor = ir::scalar_const(static_cast<double>(count), acc);
+    const int64_t value = ctx.int_arg(node, "divisor_override");
+    LUMINAL_CHECK(value != 0, "avg_pool divisor_override must be non-zero");  // torch raises too
+    divisor = ir::scalar_const(static_cast<double>(value), acc);
+  } else {
+    divisor = ir::cast(avg_pool_divisor(win, in, include_pad), acc);
   }
-  NodeId counts = total;
-  if (!divisor) {  // the number of window elements inside the input
-    counts = b.reduce(acc, out_shape, {x}, ir::cast(w.inside, acc), ir::ReduceOp::Sum, kernel_extents(win));
-  }
-  ctx.set_output(node, b.elementwise({Operand::of(total), Operand::of(counts)}, acc, out, [&](const std::vector<Expr>& v) {
-    return ir::binary(ExprOp::Div, v[0], divisor ? divisor : v[1]);
-  }));
+  const Expr mean = ir::binary(ExprOp::Div, ir::load(0, acc, Builder::loop_vars(out_shape.size())), divisor);
+  ctx.set_output(node, b.pointwise(out, out_shape, {total}, ir::cast(mean, out)));
 }
 
 // The identity of max for `dtype`: -inf, or the integer type's minimum.

@@ -855,6 +855,32 @@ int max_reduce_var(const Expr& e) {
   return best;
 }
 
+Expr rebase_fold_vars(const Expr& e, int first) {
+  require(first >= 0, "rebase_fold_vars", "negative first variable id");
+  const std::vector<int> free = free_reduce_vars(e);
+  if (!free.empty()) {
+    fail("rebase_fold_vars: the expression reads free reduce variable r", free[0], ": ", to_string(e));
+  }
+  std::vector<int> ids;  // distinct fold ids, ascending
+  visit_unique(e, [&](const ExprNode& n) {
+    if (n.op == ExprOp::Fold) ids.push_back(n.index);
+  });
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  if (ids.empty() || ids.front() >= first) return e;
+  // Every reduce variable is bound by a fold, so renaming all of them renames each fold's own.
+  auto renamed = [&](int id) {
+    return first + static_cast<int>(std::lower_bound(ids.begin(), ids.end(), id) - ids.begin());
+  };
+  return transform(e, [&](const Expr& original, const std::vector<Expr>& args) -> Expr {
+    if (original->op == ExprOp::ReduceVar) return reduce_var(renamed(original->index));
+    if (original->op == ExprOp::Fold) {
+      return fold(static_cast<ReduceOp>(original->int_value), renamed(original->index), args[0], args[1]);
+    }
+    return nullptr;
+  });
+}
+
 Expr rebuild(const Expr& node, std::vector<Expr> args) {
   switch (node->op) {
     case ExprOp::Const:

@@ -208,6 +208,11 @@ bool contains_op(const Expr& e, ExprOp op);
 std::vector<int> free_reduce_vars(const Expr& e);
 // Largest reduce-variable id used anywhere in the expression (-1 when none).
 int max_reduce_var(const Expr& e);
+// Renumbers the fold variables of an expression that has no free reduce variables to distinct
+// ids from `first` up (folds that shared an id still share one; nesting is kept). Substituting
+// the result into a body whose reduce variables (bound or free, including those in the
+// substituted indices) are all below `first` can neither capture one of them nor rebind one.
+Expr rebase_fold_vars(const Expr& e, int first);
 // Does the expression only depend on symbols (no loop/reduce vars, no loads)?
 bool is_shape_expr(const Expr& e);
 void collect_symbols(const Expr& e, std::vector<std::string>& out);  // unique, in first-seen order

@@ -95,11 +95,27 @@ int64_t recompute_factor(const Node& consumer, size_t slot) {
   return factor;
 }
 
-// Rewrites `body` (in the producer's index space) into the consumer's space: loop variables
-// become the consumer's load indices, producer input slots are remapped, and the consumer load's
-// mask guards every load and bounds check inside.
-Expr instantiate(const Expr& body, const std::vector<Expr>& index, const Expr& mask, const std::vector<int>& slot_map) {
-  return ir::transform(body, [&](const Expr& e, const std::vector<Expr>& args) -> Expr {
+// One more than the largest reduce variable a node's body or extents use or bind, and at least
+// the number of the node's own reduce variables.
+int first_unused_reduce_var(const Node& node) {
+  int first = static_cast<int>(node.reduce_extents.size());
+  if (node.body) first = std::max(first, ir::max_reduce_var(node.body) + 1);
+  for (const Expr& extent : node.reduce_extents) first = std::max(first, ir::max_reduce_var(extent) + 1);
+  return first;
+}
+
+// Rewrites `body` (in the producer's index space, no free reduce variables) into the consumer's
+// space: loop variables become the consumer's load indices, producer input slots are remapped,
+// and the consumer load's mask guards every load and bounds check inside. The body's fold
+// variables are renumbered from `first_free_var` (and past every reduce variable of the index and
+// mask): the indices may read the consumer's reduce variables (r0 of a sum over a gathered
+// tensor), which a fold of the producer with the same id would otherwise capture.
+Expr instantiate(const Expr& body, const std::vector<Expr>& index, const Expr& mask, const std::vector<int>& slot_map,
+                 int first_free_var) {
+  int first = first_free_var;
+  for (const Expr& i : index) first = std::max(first, ir::max_reduce_var(i) + 1);
+  if (mask) first = std::max(first, ir::max_reduce_var(mask) + 1);
+  return ir::transform(ir::rebase_fold_vars(body, first), [&](const Expr& e, const std::vector<Expr>& args) -> Expr {
     switch (e->op) {
       case ExprOp::LoopVar: return index.at(e->index);
       case ExprOp::Load: {
@@ -130,11 +146,12 @@ void inline_slot(Graph& graph, Node& consumer, size_t slot) {
     }
     slot_map.push_back(static_cast<int>(it - consumer.inputs.begin()));
   }
+  const int first_free_var = first_unused_reduce_var(consumer);
   auto substitute = [&](const Expr& root) {
     return ir::transform(root, [&](const Expr& e, const std::vector<Expr>& args) -> Expr {
       if (e->op != ExprOp::Load || e->index != static_cast<int>(slot)) return nullptr;
       std::vector<Expr> index(args.begin(), args.begin() + e->load_rank());
-      return instantiate(producer.body, index, e->masked ? args.back() : nullptr, slot_map);
+      return instantiate(producer.body, index, e->masked ? args.back() : nullptr, slot_map, first_free_var);
     });
   };
   consumer.body = substitute(consumer.body);
@@ -399,17 +416,6 @@ void lower_small_matmuls(Graph& graph, const OptimizeOptions& options) {
 
 namespace {
 
-// Shifts every reduce-variable id (free and fold-bound) by `offset`.
-Expr renumber_reduce_vars(const Expr& e, int offset) {
-  return ir::transform(e, [offset](const Expr& original, const std::vector<Expr>& args) -> Expr {
-    if (original->op == ExprOp::ReduceVar) return ir::reduce_var(original->index + offset);
-    if (original->op == ExprOp::Fold) {
-      return ir::fold(static_cast<ir::ReduceOp>(original->int_value), original->index + offset, args[0], args[1]);
-    }
-    return nullptr;
-  });
-}
-
 // The loop variables an expression reads (through nested loads too).
 std::vector<bool> loop_vars_read(const Expr& e, size_t rank) {
   std::vector<bool> read(rank, false);
@@ -447,13 +453,14 @@ void inline_reductions(Graph& graph, const OptimizeOptions& options) {
       for (size_t d = 0; d < consumer.rank(); ++d) covers = covers && (read[d] || consumer.shape[d]->is_int_const(1));
       if (!covers) continue;
 
-      const int base = ir::max_reduce_var(consumer.body) + 1;
-      Expr value = renumber_reduce_vars(producer.body, base);
+      // The reduction's own variables r0..rn-1 become folds (its body's folds have larger ids);
+      // instantiate() renumbers them all past the consumer's variables.
+      Expr value = producer.body;
       for (size_t j = producer.reduce_extents.size(); j-- > 0;) {
-        value = ir::fold(producer.reduce_op, base + static_cast<int>(j),
-                         renumber_reduce_vars(producer.reduce_extents[j], base), value);
+        value = ir::fold(producer.reduce_op, static_cast<int>(j), producer.reduce_extents[j], value);
       }
       const std::vector<NodeId> producer_inputs = producer.inputs;
+      const int first_free_var = first_unused_reduce_var(consumer);
       std::vector<int> slot_map;
       for (NodeId input : producer_inputs) {
         auto it = std::find(consumer.inputs.begin(), consumer.inputs.end(), input);
@@ -466,7 +473,7 @@ void inline_reductions(Graph& graph, const OptimizeOptions& options) {
       consumer.body = ir::transform(consumer.body, [&](const Expr& e, const std::vector<Expr>& args) -> Expr {
         if (e->op != ExprOp::Load || e->index != static_cast<int>(slot)) return nullptr;
         std::vector<Expr> at(args.begin(), args.begin() + e->load_rank());
-        return instantiate(value, at, e->masked ? args.back() : nullptr, slot_map);
+        return instantiate(value, at, e->masked ? args.back() : nullptr, slot_map, first_free_var);
       });
       uses[producer.id] = 0;
       for (NodeId input : producer_inputs) uses[input] += 1;

@@ -128,3 +128,23 @@ TEST(Expr, TransformAppliesSubstitutionsOnce) {
                               });
   EXPECT_TRUE(expr_equal(swap, add(loop_var(1), mul(loop_var(0), int_const(3)))));
 }
+
+TEST(Expr, RebaseFoldVarsRenamesBoundVariables) {
+  // sum(r0 < 3: max(r1 < 4: x[r0, r1])) + sum(r0 < 2: x[r0, 0]): sibling folds sharing r0 keep
+  // sharing one id, the nested one gets the next.
+  const Expr r0 = reduce_var(0), r1 = reduce_var(1);
+  const Expr nested = fold(ReduceOp::Sum, 0, int_const(3), fold(ReduceOp::Max, 1, int_const(4), load(0, DType::F32, {r0, r1})));
+  const Expr sibling = fold(ReduceOp::Sum, 0, int_const(2), load(0, DType::F32, {r0, int_const(0)}));
+  const Expr e = binary(ExprOp::Add, nested, sibling);
+  const Expr rebased = rebase_fold_vars(e, 5);
+  const Expr expected = binary(
+      ExprOp::Add,
+      fold(ReduceOp::Sum, 5, int_const(3), fold(ReduceOp::Max, 6, int_const(4), load(0, DType::F32, {reduce_var(5), reduce_var(6)}))),
+      fold(ReduceOp::Sum, 5, int_const(2), load(0, DType::F32, {reduce_var(5), int_const(0)})));
+  EXPECT_TRUE(expr_equal(rebased, expected)) << s(rebased);
+  EXPECT_TRUE(free_reduce_vars(rebased).empty());
+  // Ids already at or past `first` stay.
+  EXPECT_EQ(rebase_fold_vars(rebased, 5).get(), rebased.get());
+  // A free reduce variable belongs to an enclosing scope: renaming it would change the meaning.
+  EXPECT_THROW(rebase_fold_vars(add(r0, int_const(1)), 3), Error);
+}

@@ -1,12 +1,16 @@
 // IR invariants (verifier), text form, and the passes: inlining, dead code, outputs, views, pieces.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "common/error.h"
 #include "graph_helpers.h"
 
 using namespace luminal;
 using namespace luminal::ir;
 using luminal::testing::GraphFixture;
+using luminal::testing::Host;
 
 namespace {
 
@@ -144,4 +148,57 @@ TEST(Passes, ConcatenationSplitsIntoResolvedPieces) {
   EXPECT_TRUE(pieces[1].extent->is_int_const(5));
   EXPECT_EQ(to_string(pieces[0].body), "load0[i0, i1]");
   EXPECT_EQ(to_string(pieces[1].body), "load1[i0, i1]");
+}
+
+TEST(Passes, InliningRenumbersTheFoldsOfProducers) {
+  // row_sum[i] = sum(r0 < 3: x[i, r0]) and window[i] = max(r0 < 3: row_sum[i + r0]) are pointwise
+  // nodes with folds over r0; pairs[i] = sum over r0 < 2 of window[2i + r0] reads them at an index
+  // that uses its own r0. Substituted as they are, the producer's fold would capture the
+  // consumer's r0 (and rebind it: "fold variable r0 is already bound").
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(8), int_const(3)});
+  const Expr i0 = loop_var(0), r0 = reduce_var(0);
+  const NodeId row_sum =
+      f.b().pointwise(DType::F32, {int_const(8)}, {x}, fold(ReduceOp::Sum, 0, int_const(3), load(0, DType::F32, {i0, r0})));
+  const NodeId window = f.b().pointwise(DType::F32, {int_const(6)}, {row_sum},
+                                        fold(ReduceOp::Max, 0, int_const(3), load(0, DType::F32, {add(i0, r0)})));
+  f.output(f.b().reduce(DType::F32, {int_const(3)}, {window}, load(0, DType::F32, {add(mul(i0, int_const(2)), r0)}),
+                        ReduceOp::Sum, {int_const(2)}));
+  const Graph optimized = passes::optimize(f.graph());  // verifies
+  EXPECT_EQ(optimized.size(), 2u) << optimized.to_string();  // the input and one fused reduction
+
+  std::vector<float> xs(24);
+  for (int k = 0; k < 24; ++k) xs[k] = static_cast<float>((k * 7) % 11) - 5.0f;
+  const auto out = f.run({Host::of<float>(DType::F32, {8, 3}, xs)});
+  float sums[8];
+  for (int i = 0; i < 8; ++i) sums[i] = xs[3 * i] + xs[3 * i + 1] + xs[3 * i + 2];
+  for (int i = 0; i < 3; ++i) {
+    float expected = 0;
+    for (int r = 0; r < 2; ++r) {
+      const int w = 2 * i + r;
+      expected += std::max({sums[w], sums[w + 1], sums[w + 2]});
+    }
+    EXPECT_EQ(out[0].data<float>()[i], expected) << i;
+  }
+}
+
+TEST(Passes, InlinedReductionsBecomeFoldsPastTheConsumersVariables) {
+  // pairs[i] = sum(r0 < 2: row_sum[2i + r0]) with row_sum a reduction over r0: inlined as a fold,
+  // the reduction's variable must not be the consumer's r0.
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(6), int_const(3)});
+  const NodeId row_sum = f.b().reduce_dims(x, {1}, false, ReduceOp::Sum, DType::F32);
+  const Expr index = add(mul(loop_var(0), int_const(2)), reduce_var(0));
+  f.output(f.b().pointwise(DType::F32, {int_const(3)}, {row_sum},
+                           fold(ReduceOp::Sum, 0, int_const(2), load(0, DType::F32, {index}))));
+  const Graph optimized = passes::optimize(f.graph());
+  EXPECT_EQ(optimized.size(), 2u) << optimized.to_string();
+  std::vector<float> xs(18);
+  for (int k = 0; k < 18; ++k) xs[k] = static_cast<float>((k * 5) % 7) - 3.0f;
+  const auto out = f.run({Host::of<float>(DType::F32, {6, 3}, xs)});
+  for (int i = 0; i < 3; ++i) {
+    float expected = 0;
+    for (int k = 0; k < 6; ++k) expected += xs[6 * i + k];
+    EXPECT_EQ(out[0].data<float>()[i], expected) << i;
+  }
 }
