@@ -236,6 +236,21 @@ def test_non_luminal_exception_in_the_core_is_a_fallback_too(monkeypatch: pytest
     assert isinstance(getattr(raised.value, "inner_exception", raised.value), luminal.LuminalError)
 
 
+def test_unexpected_failure_in_luminals_python_runs_in_eager(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("simulated bug in a graph check")
+
+    monkeypatch.setattr(luminal.backend, "alias_plan", broken)
+    x = rand(5)
+    output, messages, _ = _compile_and_run(torch.tanh, x)
+    assert_same(output, torch.tanh(x))
+    assert messages == ["luminal: this graph runs in eager: luminal failed: ValueError: simulated bug in a graph check"]
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="simulated bug") as raised:
+        torch.compile(torch.tanh, backend="luminal", options={"strict": True})(x)
+    assert isinstance(getattr(raised.value, "inner_exception", raised.value), luminal.LuminalError)
+
+
 def test_first_call_failure_runs_in_eager_for_good() -> None:
     """An out-of-range index in the first call: luminal raises, so the graph switches to eager,
     which raises eager's own error; later valid calls run in eager too."""

@@ -179,7 +179,16 @@ def luminal_backend(
     """
     global _compiles
     settings = parse_options({**(options or {}), **kwargs})
-    compiled = _compile_or_eager(gm, example_inputs, settings)
+    try:
+        compiled = _compile_or_eager(gm, example_inputs, settings)
+    except Exception as error:
+        # A failure the steps below did not expect (a bug in luminal's own Python code): the
+        # policy still holds. Warnings turned into errors by the user's filters pass through.
+        if isinstance(error, Warning) or (settings.strict and isinstance(error, LuminalError)):
+            raise
+        if settings.strict:
+            raise LuminalError(f"luminal failed: {describe_error(error)}") from error
+        compiled = run_in_eager(gm.forward, f"luminal failed: {describe_error(error)}", settings, error)
     if not isinstance(compiled, EagerGraph):
         with _state_lock:
             _compiles += 1

@@ -317,6 +317,8 @@ class GuardedFunction:
         return outputs
 
     def __getattr__(self, name: str) -> Any:  # ir(), stats(), cuda_source(), report() of the compiled graph
+        if name.startswith("_"):  # not delegated (and no recursion before __init__ has run)
+            raise AttributeError(name)
         return getattr(self._compiled, name)
 
 
