@@ -115,3 +115,30 @@ def test_attention_output_keeps_the_kernels_layout(masked: bool, dtype: torch.dt
     hidden = rand(batch, length, 3 * heads * dim, dtype=dtype, device=device, low=-1, high=1)
     mask = rand(batch, 1, length, length, dtype=dtype, device=device, low=-2, high=0)
     check(fn, hidden, mask, tolerance_scale=8)
+
+
+KERNELS = {
+    "efficient": ("_scaled_dot_product_efficient_attention", "_efficient_attention", (None, False)),
+    "flash": ("_scaled_dot_product_flash_attention", "_flash_attention", ()),
+    "cudnn": ("_scaled_dot_product_cudnn_attention", "_cudnn_attention", (None, False)),
+    "flash_for_cpu": ("_scaled_dot_product_flash_attention_for_cpu", "_flash_attention_for_cpu", ()),
+}
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNELS))
+def test_attention_decompositions_return_the_kernels_strides(kernel: str) -> None:
+    """Each attention decomposition, run eagerly on CPU tensors (the CUDA kernels' decompositions
+    included): the output has the strides the kernel's meta function gives, and attention's values."""
+    from torch._decomp import meta_table
+
+    from luminal import decompositions
+
+    op_name, function_name, extra = KERNELS[kernel]
+    if not hasattr(torch.ops.aten, op_name):
+        pytest.skip(f"this torch has no {op_name}")
+    op = getattr(torch.ops.aten, op_name).default
+    hidden = rand(2, 7, 3 * 64, low=-1, high=1)
+    q, k, v = (t.view(2, 7, 4, 16).transpose(1, 2) for t in hidden.split(64, dim=2))  # not contiguous
+    output = getattr(decompositions, function_name)(q, k, v, *extra)[0]
+    assert output.stride() == meta_table[op](q, k, v, *extra)[0].stride()
+    assert_same(output, F.scaled_dot_product_attention(q, k, v), tolerance_scale=8)
