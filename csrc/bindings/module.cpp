@@ -4,6 +4,7 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 #include <tuple>
@@ -83,17 +84,34 @@ std::pair<uintptr_t, uintptr_t> byte_extent(const at::Tensor& t) {
 }
 
 // The first pair (mutated input, other input) whose memory may overlap, conservatively (by byte
-// extent: interleaved views that share no element count as overlapping).
+// extent: interleaved views that share no element count as overlapping). One sweep over the
+// extents sorted by start: a graph updating many inputs (KV caches) checks hundreds of them per call.
 std::optional<std::pair<size_t, size_t>> overlapping_mutated_input(const std::vector<at::Tensor>& inputs,
-                                                                   const std::vector<size_t>& mutated) {
-  for (const size_t m : mutated) {
-    const auto [first, last] = byte_extent(inputs.at(m));
-    if (first == last) continue;
-    for (size_t k = 0; k < inputs.size(); ++k) {
-      if (k == m || inputs[k].device() != inputs[m].device()) continue;
-      const auto [other_first, other_last] = byte_extent(inputs[k]);
-      if (other_first < last && first < other_last) return std::make_pair(m, k);
+                                                                   const std::vector<bool>& mutated) {
+  struct Extent {
+    at::Device device;
+    uintptr_t first, last;
+    size_t input;
+  };
+  thread_local std::vector<Extent> extents;
+  extents.clear();
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const auto [first, last] = byte_extent(inputs[k]);
+    if (first != last) extents.push_back({inputs[k].device(), first, last, k});
+  }
+  const auto key = [](const Extent& e) { return std::make_tuple(e.device.type(), e.device.index(), e.first); };
+  std::sort(extents.begin(), extents.end(), [&](const Extent& a, const Extent& b) { return key(a) < key(b); });
+  // The furthest end among the extents already swept (of any input, and of mutated inputs).
+  const Extent* reach_any = nullptr;
+  const Extent* reach_mutated = nullptr;
+  for (const Extent& extent : extents) {
+    if (reach_any && reach_any->device != extent.device) reach_any = reach_mutated = nullptr;
+    if (mutated[extent.input] && reach_any && extent.first < reach_any->last) {
+      return std::make_pair(extent.input, reach_any->input);
     }
+    if (reach_mutated && extent.first < reach_mutated->last) return std::make_pair(reach_mutated->input, extent.input);
+    if (!reach_any || extent.last > reach_any->last) reach_any = &extent;
+    if (mutated[extent.input] && (!reach_mutated || extent.last > reach_mutated->last)) reach_mutated = &extent;
   }
   return std::nullopt;
 }
@@ -200,8 +218,11 @@ at::Device call_device(const std::vector<at::Tensor>& inputs, const std::vector<
 class PyCompiledGraph {
  public:
   explicit PyCompiledGraph(std::shared_ptr<runtime::CompiledGraph> core) : core_(std::move(core)) {
+    mutated_inputs_.assign(core_->num_inputs(), false);
     for (const runtime::OutputInfo& info : core_->outputs()) {
-      if (info.mutated_input >= 0) mutated_inputs_.push_back(static_cast<size_t>(info.mutated_input));
+      if (info.mutated_input < 0) continue;
+      mutated_inputs_.at(static_cast<size_t>(info.mutated_input)) = true;
+      has_mutated_inputs_ = true;
     }
   }
 
@@ -230,7 +251,7 @@ class PyCompiledGraph {
   // Runs the graph; returns the user outputs (tensors and ints) in order. Mutated inputs are
   // updated in place.
   py::list run(const std::vector<at::Tensor>& inputs) const {
-    if (!mutated_inputs_.empty()) {
+    if (has_mutated_inputs_ && inputs.size() == mutated_inputs_.size()) {  // another count: bind() raises
       if (const auto overlap = overlapping_mutated_input(inputs, mutated_inputs_)) {
         throw InputsOverlap(str_cat("input #", overlap->first, " is updated in place and shares memory with input #",
                                     overlap->second, ": the compiled graph would not see the update through "
@@ -334,7 +355,8 @@ class PyCompiledGraph {
 
  private:
   std::shared_ptr<runtime::CompiledGraph> core_;
-  std::vector<size_t> mutated_inputs_;  // call positions of the inputs the graph updates in place
+  std::vector<bool> mutated_inputs_;  // by call position: does the graph update it in place?
+  bool has_mutated_inputs_ = false;
   std::vector<size_t> call_positions_;
   bool call_as_tuple_ = false;
 };

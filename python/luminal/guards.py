@@ -335,20 +335,29 @@ def _byte_extent(t: torch.Tensor) -> tuple[int, int]:
 
 
 def overlapping_inputs(tensors: Sequence[Any], candidates: Sequence[int] | None = None) -> tuple[int, int] | None:
-    """The first pair (candidate, other) of tensors whose memory may overlap (by byte extent), or
-    None. ``candidates``: the positions to check against all others (default: all)."""
-    positions = range(len(tensors)) if candidates is None else candidates
-    for m in positions:
-        first = tensors[m]
-        if not isinstance(first, torch.Tensor):
-            continue
-        start, end = _byte_extent(first)
-        if start == end:
-            continue
-        for k, other in enumerate(tensors):
-            if k == m or not isinstance(other, torch.Tensor) or other.device != first.device:
-                continue
-            other_start, other_end = _byte_extent(other)
-            if other_start < end and start < other_end:
-                return m, k
+    """A pair (candidate, other) of tensors whose memory may overlap (by byte extent), or None.
+    ``candidates``: the positions whose overlap with any other tensor matters (default: all). One
+    sweep over the extents sorted by start, as in the C++ binding's check."""
+    marked = set(range(len(tensors)) if candidates is None else candidates)
+    extents = []
+    for k, t in enumerate(tensors):
+        if isinstance(t, torch.Tensor):
+            start, end = _byte_extent(t)
+            if start != end:
+                extents.append((str(t.device), start, end, k))
+    extents.sort()
+    device = None
+    reach_any: tuple[int, int] | None = None  # (furthest end so far, its input) on this device
+    reach_marked: tuple[int, int] | None = None  # the same among the candidates
+    for tensor_device, start, end, k in extents:
+        if tensor_device != device:
+            device, reach_any, reach_marked = tensor_device, None, None
+        if k in marked and reach_any is not None and start < reach_any[0]:
+            return k, reach_any[1]
+        if reach_marked is not None and start < reach_marked[0]:
+            return reach_marked[1], k
+        if reach_any is None or end > reach_any[0]:
+            reach_any = (end, k)
+        if k in marked and (reach_marked is None or end > reach_marked[0]):
+            reach_marked = (end, k)
     return None
