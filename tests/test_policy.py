@@ -525,3 +525,18 @@ def test_explain_reports_graphs_that_would_run_in_eager() -> None:
     assert "requires grad" in explanation.graphs[0].eager_reason
     assert not explanation.graphs[0].fully_supported
     assert "runs in eager: grad mode is on" in str(explanation)
+
+
+def test_overlap_detection_by_byte_extent() -> None:
+    from luminal.guards import overlapping_inputs
+
+    base = rand(20)
+    disjoint = [base[:5], base[5:10], base[10:]]
+    assert overlapping_inputs(disjoint) is None
+    assert overlapping_inputs([base[:6], base[5:10]]) == (1, 0)
+    assert overlapping_inputs([base[:6], rand(3), base[5:10]], candidates=[1]) is None  # only 1 matters
+    assert overlapping_inputs([base[:6], rand(3), base[5:10]], candidates=[2]) == (2, 0)
+    # Interleaved views share no element but count as overlapping (conservative: eager runs).
+    assert overlapping_inputs([base[0::2], base[1::2]]) is not None
+    assert overlapping_inputs([base[:0], base]) is None  # empty tensors touch nothing
+    assert overlapping_inputs([base, 3, None]) is None
