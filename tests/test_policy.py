@@ -162,16 +162,25 @@ def test_partition_refused_alone_is_partitioned_again(monkeypatch: pytest.Monkey
     assert len(messages) == 1 and len(calls) >= 2
 
 
-def test_failing_partition_runs_in_eager_with_its_reason(monkeypatch: pytest.MonkeyPatch, device: str) -> None:
+@pytest.mark.parametrize("stage", ["compile", "first call"])
+def test_failing_partition_runs_in_eager_with_its_reason(
+    stage: str, monkeypatch: pytest.MonkeyPatch, device: str
+) -> None:
     """A partition that fails for a reason no node is to blame for (a pass or code generation
-    error) runs in eager; the other partitions stay compiled."""
+    error, or a planning error in its first call) runs in eager; the other partitions stay compiled."""
     from luminal import fallback
 
     monkeypatch.setenv("LUMINAL_CACHE_DIR", "")  # every export in process: the program is at hand
     real = fallback.compile_exported
 
+    def fails_at_first_call(*args: Any) -> Any:
+        raise luminal.LuminalError("code generation failed (simulated)")
+
     def fails_for_tanh(exported: Any, megakernel: bool = True, eager: Any = None) -> Any:
         if any(node.target == torch.ops.aten.tanh.default for node in exported.program.graph.nodes):
+            if stage == "first call":
+                real(exported, megakernel, eager)  # compiles fine
+                return fails_at_first_call
             raise luminal.LuminalError("code generation failed (simulated)")
         return real(exported, megakernel, eager)
 

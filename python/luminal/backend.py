@@ -238,6 +238,8 @@ def _compile_partly(
     try:
         return compile_with_fallback(gm, example_inputs, error, exported, options)
     except Exception as failure:  # noqa: BLE001
+        if isinstance(failure, Warning):  # the fallback's own warning, made an error by a filter
+            raise
         cause = error if failure is error else failure
         return run_in_eager(gm.forward, describe_error(cause), options, cause)
 
