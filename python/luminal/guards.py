@@ -237,8 +237,6 @@ def alias_plan(gm: torch.fx.GraphModule) -> AliasPlan | str:
         source = sources[0]
         source_example = placeholders[source].meta["example_value"]
         alias = _view_of(k, source, True, example, source_example)
-        if isinstance(alias, str):
-            return alias
         dynamic = dynamic or not alias.same and _symbolic(alias)
         if not all(binder.can_evaluate(v) for v in (*alias.size, *alias.stride, alias.offset)):
             return f"output {k} ('{output}') is a view of input {source} whose layout luminal cannot evaluate per call"
@@ -254,9 +252,7 @@ def alias_plan(gm: torch.fx.GraphModule) -> AliasPlan | str:
             if k == base:
                 continue
             alias = _view_of(k, base, False, _example(outputs[k]), _example(outputs[base]))
-            if isinstance(alias, str) or not all(
-                binder.can_evaluate(v) for v in (*alias.size, *alias.stride, alias.offset)
-            ):
+            if not all(binder.can_evaluate(v) for v in (*alias.size, *alias.stride, alias.offset)):
                 continue
             dynamic = dynamic or _symbolic(alias)
             aliases.append(alias)
@@ -267,7 +263,9 @@ def _symbolic(alias: _Alias) -> bool:
     return any(isinstance(v, torch.SymInt) for v in (*alias.size, *alias.stride, alias.offset))
 
 
-def _view_of(k: int, source: int, is_input: bool, example: torch.Tensor, source_example: torch.Tensor) -> _Alias | str:
+def _view_of(k: int, source: int, is_input: bool, example: torch.Tensor, source_example: torch.Tensor) -> _Alias:
+    """Output k as the source itself, or as a view of the source's storage (offset relative to the
+    source's own storage offset, so that it holds for any call with the source's layout)."""
     if example is source_example:
         return _Alias(output=k, source=source, is_input=is_input, same=True)
     offset = example.storage_offset() - source_example.storage_offset()
