@@ -32,3 +32,15 @@ def fresh_dynamo() -> None:
     torch.manual_seed(0)
     yield
     torch._dynamo.reset()
+
+
+@pytest.fixture(autouse=True)
+def no_grad_unless_marked(request: pytest.FixtureRequest) -> None:
+    """luminal is inference-only: with grad mode on, a graph whose outputs require grad (a module's
+    parameters do) runs in eager with a LuminalFallbackWarning. Tests check inference, so they run
+    under torch.no_grad(); tests of the grad-mode policy are marked ``grad_mode``."""
+    if request.node.get_closest_marker("grad_mode"):
+        yield
+        return
+    with torch.no_grad():
+        yield

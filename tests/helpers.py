@@ -107,10 +107,14 @@ def non_contiguous(t: torch.Tensor) -> torch.Tensor:
     return t.transpose(-1, -2).contiguous().transpose(-1, -2)
 
 
-def assert_raises_when_run(fn: Callable[..., Any], *args: Any, match: str) -> None:
-    """The call must fail with `match`. CPU runs raise in the failing call; CUDA runs record the error
-    on the GPU and the next call raises it once the failing one has finished."""
-    with pytest.raises(Exception, match=match):
+def assert_raises_when_run(fn: Callable[..., Any], *args: Any, match: str, valid: tuple[Any, ...]) -> None:
+    """The call must fail with a LuminalError matching `match`. `valid` are the arguments of a call
+    made first, which must succeed: a graph whose first call fails runs in eager from then on (the
+    failure policy), so luminal's own run-time checks are what later calls meet. CPU runs raise in
+    the failing call; CUDA runs record the error on the GPU and the next call raises it once the
+    failing one has finished."""
+    fn(*valid)
+    with pytest.raises(luminal.LuminalError, match=match):
         fn(*args)
         if any(isinstance(a, torch.Tensor) and a.is_cuda for a in args):
             torch.cuda.synchronize()

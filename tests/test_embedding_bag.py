@@ -75,15 +75,14 @@ def test_embedding_bag_module_half_precision(device: str) -> None:
 def test_embedding_bag_index_out_of_range_raises(device: str) -> None:
     weight = rand(5, 2, device=device)
     compiled = torch.compile(lambda i, o: F.embedding_bag(i, weight, o), backend="luminal")
-    assert_raises_when_run(
-        compiled, torch.tensor([1, 7], device=device), torch.tensor([0, 1], device=device), match="out of bounds"
-    )
+    offsets = torch.tensor([0, 1], device=device)
+    valid = (torch.tensor([1, 4], device=device), offsets)
+    assert_raises_when_run(compiled, torch.tensor([1, 7], device=device), offsets, match="out of bounds", valid=valid)
 
 
 def test_embedding_bag_offset_out_of_range_raises(device: str) -> None:
     weight = rand(5, 2, device=device)
     compiled = torch.compile(lambda i, o: F.embedding_bag(i, weight, o), backend="luminal")
-    compiled(torch.tensor([1, 2], device=device), torch.tensor([0, 1], device=device))
-    assert_raises_when_run(
-        compiled, torch.tensor([1, 2], device=device), torch.tensor([0, 9], device=device), match="out of bounds"
-    )
+    indices = torch.tensor([1, 2], device=device)
+    valid = (indices, torch.tensor([0, 1], device=device))
+    assert_raises_when_run(compiled, indices, torch.tensor([0, 9], device=device), match="out of bounds", valid=valid)

@@ -86,7 +86,8 @@ def test_grouped_rows_invalid_offsets_raise(ends: list[int], device: str) -> Non
     offs = torch.tensor(ends, dtype=torch.int32, device=device)
     if device == "cuda":  # eager's meta kernel accepts bf16 only on CUDA (torch 2.11)
         a, b = a.bfloat16(), b.bfloat16()
-    assert_raises_when_run(compile_luminal(grouped), a, b, offs, match="out of bounds")
+    valid = torch.tensor([3, 6, 10][: len(ends)], dtype=torch.int32, device=device)
+    assert_raises_when_run(compile_luminal(grouped), a, b, offs, match="out of bounds", valid=(a, b, valid))
 
 
 def test_grouped_rows_offsets_change_at_run_time(device: str) -> None:

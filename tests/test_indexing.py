@@ -85,7 +85,7 @@ def test_index_out_of_range_raises(device: str) -> None:
     x = rand(5, 3, device=device)
     bad = torch.tensor([0, 5], device=device)
     compiled = torch.compile(lambda t, i: t[i], backend="luminal")
-    assert_raises_when_run(compiled, x, bad, match="out of bounds")
+    assert_raises_when_run(compiled, x, bad, match="out of bounds", valid=(x, torch.tensor([0, 4], device=device)))
 
 
 def test_int64_index_is_not_truncated(device: str) -> None:
@@ -93,8 +93,7 @@ def test_int64_index_is_not_truncated(device: str) -> None:
     x = rand(10, 2, device=device)
     huge = torch.tensor([2**32 + 1], dtype=torch.int64, device=device)
     compiled = torch.compile(lambda t, i: t[i], backend="luminal")
-    compiled(x, torch.tensor([3], device=device))  # compiles and works for valid indices
-    assert_raises_when_run(compiled, x, huge, match="out of bounds")
+    assert_raises_when_run(compiled, x, huge, match="out of bounds", valid=(x, torch.tensor([3], device=device)))
 
 
 @pytest.mark.parametrize("dim", [0, 1])
@@ -112,7 +111,8 @@ def test_embedding(dtype: torch.dtype, device: str) -> None:
 def test_embedding_out_of_range_raises(device: str) -> None:
     weight = rand(4, 2, device=device)
     compiled = torch.compile(lambda i: torch.nn.functional.embedding(i, weight), backend="luminal")
-    assert_raises_when_run(compiled, torch.tensor([1, -1], device=device), match="out of bounds")
+    valid = (torch.tensor([1, 3], device=device),)
+    assert_raises_when_run(compiled, torch.tensor([1, -1], device=device), match="out of bounds", valid=valid)
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
@@ -129,7 +129,8 @@ def test_gather_out_of_range_raises(device: str) -> None:
     x = rand(4, 3, device=device)
     index = torch.tensor([[0, 4, 1]], device=device)
     compiled = torch.compile(lambda t, i: torch.gather(t, 0, i), backend="luminal")
-    assert_raises_when_run(compiled, x, index, match="out of bounds")
+    valid = (x, torch.tensor([[0, 3, 1]], device=device))
+    assert_raises_when_run(compiled, x, index, match="out of bounds", valid=valid)
 
 
 def test_slice_and_select_scatter(device: str) -> None:
@@ -177,7 +178,9 @@ def test_scatter_add_and_out_of_range(device: str) -> None:
     check(lambda t, i, s: t.scatter_add(1, i, s), x, index, rand(4, 12, device=device), tolerance_scale=4)
     bad = torch.tensor([[0, 7]], device=device)
     compiled = torch.compile(lambda t, i, s: t.scatter_add(1, i, s), backend="luminal")
-    assert_raises_when_run(compiled, x, bad, rand(1, 2, device=device), match="out of bounds")
+    src = rand(1, 2, device=device)
+    valid = (x, torch.tensor([[0, 6]], device=device), src)
+    assert_raises_when_run(compiled, x, bad, src, match="out of bounds", valid=valid)
 
 
 @pytest.mark.parametrize("accumulate", [False, True])

@@ -82,8 +82,11 @@ def test_index_put_empty_and_size_one(device: str) -> None:
 
 def test_index_put_out_of_range_raises(device: str) -> None:
     compiled = torch.compile(put([None, torch.tensor([0])]), backend="luminal")
-    x = rand(3, 4, device=device)
-    assert_raises_when_run(compiled, x, rand(3, 1, device=device), torch.tensor([4], device=device), match="out of bounds")
+    x, values = rand(3, 4, device=device), rand(3, 1, device=device)
+    assert_raises_when_run(
+        compiled, x, values, torch.tensor([4], device=device), match="out of bounds",
+        valid=(x, values, torch.tensor([3], device=device)),
+    )
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
@@ -110,12 +113,12 @@ def test_index_add_with_duplicates(alpha: int, dtype: torch.dtype, device: str) 
 
 
 def test_index_copy_out_of_range_and_negative_raise(device: str) -> None:
-    compiled = torch.compile(lambda t, i, s: t.index_copy(0, i, s), backend="luminal")
     x, source = rand(4, 2, device=device), rand(1, 2, device=device)
-    assert_raises_when_run(compiled, x, torch.tensor([4], device=device), source, match="out of bounds")
-    torch._dynamo.reset()
-    compiled = torch.compile(lambda t, i, s: t.index_copy(0, i, s), backend="luminal")
-    assert_raises_when_run(compiled, x, torch.tensor([-1], device=device), source, match="out of bounds")
+    valid = (x, torch.tensor([3], device=device), source)
+    for bad in (4, -1):
+        torch._dynamo.reset()
+        compiled = torch.compile(lambda t, i, s: t.index_copy(0, i, s), backend="luminal")
+        assert_raises_when_run(compiled, x, torch.tensor([bad], device=device), source, match="out of bounds", valid=valid)
 
 
 def write_cache(cache: torch.Tensor, pos: torch.Tensor, new: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,5 @@
-"""A randomly initialised tiny Hugging Face LlamaForCausalLM (built from a config, no downloads)."""
+"""Randomly initialised tiny Hugging Face LlamaForCausalLM and GPT2LMHeadModel (built from configs, no
+downloads)."""
 
 from __future__ import annotations
 
@@ -52,3 +53,21 @@ def test_tiny_llama_for_causal_lm(attention: str, padded: bool, dtype: torch.dty
         actual = compile_luminal(lambda i, m: logits(model, i, m))(ids, mask)
     assert luminal.compile_count() >= 1
     assert_same(actual, expected, tolerance_scale=DTYPE_TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("padded", [False, True], ids=["full", "padded"])
+def test_tiny_gpt2_lm_head(padded: bool, device: str) -> None:
+    """GPT-2's attention output goes through `.view` after a transpose (see test_attention's
+    layout test): it failed to export before the attention decompositions kept the kernel's strides."""
+    config = transformers.GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=64)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(config).to(device).eval()
+    ids = torch.randint(3, VOCAB, (2, 11), device=device)
+    mask = torch.ones_like(ids)
+    if padded:
+        mask[1, :3] = 0
+    with torch.no_grad():
+        expected = logits(model, ids, mask)
+        actual = compile_luminal(lambda i, m: logits(model, i, m))(ids, mask)
+    assert luminal.compile_count() >= 1
+    assert_same(actual, expected, tolerance_scale=8)

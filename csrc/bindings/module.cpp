@@ -4,9 +4,13 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <limits>
 #include <memory>
+#include <optional>
+#include <tuple>
+#include <utility>
 
 #if LUMINAL_TORCH_CUDA
 #include <ATen/Context.h>
@@ -57,6 +61,61 @@ at::ScalarType to_scalar_type(DType dtype) {
     case DType::F64: return at::kDouble;
   }
   fail("invalid dtype");
+}
+
+// Raised by a call in which an input that the graph updates in place shares memory with another
+// input. Eager applies in-place updates through aliases one after another; a compiled graph reads
+// every input at entry and writes the updated ones back at the end, so such a call would differ
+// from eager. The Python backend runs that call in eager instead.
+class InputsOverlap : public Error {
+ public:
+  using Error::Error;
+};
+
+// The bytes a strided tensor can touch: [first, last) (empty for zero elements).
+std::pair<uintptr_t, uintptr_t> byte_extent(const at::Tensor& t) {
+  if (t.numel() == 0) return {0, 0};
+  int64_t low = 0, high = 0;  // element offsets of the lowest and highest element
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t reach = (t.size(d) - 1) * t.stride(d);
+    (reach < 0 ? low : high) += reach;
+  }
+  const auto base = reinterpret_cast<uintptr_t>(t.data_ptr());
+  const auto item = static_cast<int64_t>(t.element_size());
+  return {base + low * item, base + (high + 1) * item};
+}
+
+// The first pair (mutated input, other input) whose memory may overlap, conservatively (by byte
+// extent: interleaved views that share no element count as overlapping). One sweep over the
+// extents sorted by start: a graph updating many inputs (KV caches) checks hundreds of them per call.
+std::optional<std::pair<size_t, size_t>> overlapping_mutated_input(const std::vector<at::Tensor>& inputs,
+                                                                   const std::vector<bool>& mutated) {
+  struct Extent {
+    at::Device device;
+    uintptr_t first, last;
+    size_t input;
+  };
+  thread_local std::vector<Extent> extents;
+  extents.clear();
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const auto [first, last] = byte_extent(inputs[k]);
+    if (first != last) extents.push_back({inputs[k].device(), first, last, k});
+  }
+  const auto key = [](const Extent& e) { return std::make_tuple(e.device.type(), e.device.index(), e.first); };
+  std::sort(extents.begin(), extents.end(), [&](const Extent& a, const Extent& b) { return key(a) < key(b); });
+  // The furthest end among the extents already swept (of any input, and of mutated inputs).
+  const Extent* reach_any = nullptr;
+  const Extent* reach_mutated = nullptr;
+  for (const Extent& extent : extents) {
+    if (reach_any && reach_any->device != extent.device) reach_any = reach_mutated = nullptr;
+    if (mutated[extent.input] && reach_any && extent.first < reach_any->last) {
+      return std::make_pair(extent.input, reach_any->input);
+    }
+    if (reach_mutated && extent.first < reach_mutated->last) return std::make_pair(reach_mutated->input, extent.input);
+    if (!reach_any || extent.last > reach_any->last) reach_any = &extent;
+    if (mutated[extent.input] && (!reach_mutated || extent.last > reach_mutated->last)) reach_mutated = &extent;
+  }
+  return std::nullopt;
 }
 
 // Fills `view` in place (its size and stride vectors keep their capacity: no allocation per call).
@@ -160,7 +219,14 @@ at::Device call_device(const std::vector<at::Tensor>& inputs, const std::vector<
 
 class PyCompiledGraph {
  public:
-  explicit PyCompiledGraph(std::shared_ptr<runtime::CompiledGraph> core) : core_(std::move(core)) {}
+  explicit PyCompiledGraph(std::shared_ptr<runtime::CompiledGraph> core) : core_(std::move(core)) {
+    mutated_inputs_.assign(core_->num_inputs(), false);
+    for (const runtime::OutputInfo& info : core_->outputs()) {
+      if (info.mutated_input < 0) continue;
+      mutated_inputs_.at(static_cast<size_t>(info.mutated_input)) = true;
+      has_mutated_inputs_ = true;
+    }
+  }
 
   // The per-call fast path for torch.compile: picks the tensor arguments at the positions given
   // to set_call_layout and returns the outputs as a tuple (or a list when not `as_tuple`).
@@ -187,6 +253,13 @@ class PyCompiledGraph {
   // Runs the graph; returns the user outputs (tensors and ints) in order. Mutated inputs are
   // updated in place.
   py::list run(const std::vector<at::Tensor>& inputs) const {
+    if (has_mutated_inputs_ && inputs.size() == mutated_inputs_.size()) {  // another count: bind() raises
+      if (const auto overlap = overlapping_mutated_input(inputs, mutated_inputs_)) {
+        throw InputsOverlap(str_cat("input #", overlap->first, " is updated in place and shares memory with input #",
+                                    overlap->second, ": the compiled graph would not see the update through "
+                                    "the alias as eager does"));
+      }
+    }
     // One vector of views per thread, reused: after the first call, converting the inputs
     // allocates nothing (a DLRM passes ~100 tensors per call). Nothing below re-enters run().
     thread_local std::vector<runtime::TensorView> views;
@@ -298,34 +371,56 @@ class PyCompiledGraph {
   }
 
  private:
-  // The output may be written straight into its mutated input: same dtype, shape and device, dense
-  // row-major memory, and no other input shares that storage (the graph might read it after the write).
+  // The output may be written straight into its mutated input: same dtype, shape and device, and
+  // dense row-major memory (run() has already refused calls in which a mutated input overlaps
+  // another input's memory).
   static bool writable_in_place(const std::vector<at::Tensor>& inputs, const runtime::OutputInfo& info,
                                 const std::vector<int64_t>& shape, const at::Device& device) {
     const at::Tensor& target = inputs.at(info.mutated_input);
-    if (target.scalar_type() != to_scalar_type(info.dtype) || target.device() != device ||
-        target.sizes() != at::IntArrayRef(shape) || !target.is_contiguous() || !target.has_storage()) {
-      return false;
-    }
-    const void* storage = target.storage().data();
-    size_t sharing = 0;
-    for (const at::Tensor& input : inputs) sharing += input.has_storage() && input.storage().data() == storage;
-    return sharing == 1;
+    return target.scalar_type() == to_scalar_type(info.dtype) && target.device() == device &&
+           target.sizes() == at::IntArrayRef(shape) && target.is_contiguous();
   }
 
   std::shared_ptr<runtime::CompiledGraph> core_;
+  std::vector<bool> mutated_inputs_;  // by call position: does the graph update it in place?
+  bool has_mutated_inputs_ = false;
   std::vector<size_t> call_positions_;
   bool call_as_tuple_ = false;
   // The last call's write-back bytes (shared: the object is returned by value).
   std::shared_ptr<std::atomic<size_t>> copy_back_bytes_ = std::make_shared<std::atomic<size_t>>(0);
 };
 
+// luminal::UnsupportedNode -> luminal._C.LuminalUnsupportedError (a LuminalError) with the
+// attributes node, target and reason, so that Python needs no message parsing.
+void register_unsupported_node_error(py::module_& m, const py::object& luminal_error) {
+  // Lives as long as the module (never freed: the exception type outlives every call).
+  static PyObject* const type = PyErr_NewExceptionWithDoc(
+      "luminal._C.LuminalUnsupportedError",
+      "A node luminal does not compile; attributes: node, target (e.g. 'torch.ops.aten.pow.Tensor_Tensor'), reason.",
+      luminal_error.ptr(), nullptr);
+  if (type == nullptr) throw py::error_already_set();
+  m.add_object("LuminalUnsupportedError", py::handle(type));
+  py::register_exception_translator([](std::exception_ptr pointer) {
+    try {
+      if (pointer) std::rethrow_exception(pointer);
+    } catch (const UnsupportedNode& error) {
+      py::object instance = py::reinterpret_borrow<py::object>(type)(error.what());
+      instance.attr("node") = error.node();
+      instance.attr("target") = error.target();
+      instance.attr("reason") = error.reason();
+      PyErr_SetObject(type, instance.ptr());
+    }
+  });
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "luminal core: PT2 archives compiled to a CPU (and later CUDA) program";
 
-  py::register_exception<Error>(m, "LuminalError", PyExc_RuntimeError);
+  const auto luminal_error = py::register_exception<Error>(m, "LuminalError", PyExc_RuntimeError);
+  py::register_exception<InputsOverlap>(m, "LuminalInputsOverlapError", luminal_error.ptr());
+  register_unsupported_node_error(m, luminal_error);
 
   py::class_<PyCompiledGraph>(m, "CompiledGraph")
       .def("run", &PyCompiledGraph::run, py::arg("inputs"),
@@ -354,6 +449,24 @@ PYBIND11_MODULE(_C, m) {
       py::arg("archive"), py::arg("input_roles") = std::vector<std::string>{}, py::arg("megakernel") = true,
       "Compiles a PT2 archive (bytes). input_roles: 'user'/'parameter'/'buffer' per tensor input; megakernel: "
       "run row-local graphs as one CUDA kernel.");
+
+  m.def(
+      "refused_nodes",
+      [](py::bytes archive, const std::vector<std::string>& input_roles) {
+        std::string bytes = archive;
+        const runtime::CompileOptions options = compile_options(input_roles, true);
+        std::vector<std::tuple<std::string, std::string, std::string>> out;
+        {
+          py::gil_scoped_release no_gil;
+          for (frontend::Refusal& r : runtime::refused_nodes(std::move(bytes), options)) {
+            out.emplace_back(std::move(r.node), std::move(r.target), std::move(r.reason));
+          }
+        }
+        return out;
+      },
+      py::arg("archive"), py::arg("input_roles") = std::vector<std::string>{},
+      "Every node of a PT2 archive that luminal does not translate, found in one pass: a list of (node, target, "
+      "reason). Raises LuminalError for problems that are no node's (e.g. an unsupported input kind).");
 
   m.def(
       "load",

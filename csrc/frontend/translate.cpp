@@ -443,6 +443,28 @@ class GraphBuilder {
     return std::move(graph_);
   }
 
+  // Translates every node, recording the ones luminal does not translate instead of stopping.
+  std::vector<Refusal> find_refusals() {
+    add_symbols();
+    add_inputs();
+    std::vector<Refusal> refusals;
+    for (const pt2::Node& node : pt2_graph().nodes) {
+      if (passthrough_targets().count(node.target)) continue;
+      try {
+        if (!Registry::instance().find(node.target)) {
+          refusals.push_back({node_name(node), node.target, "no luminal translator for this operator"});
+        } else {
+          translate_node(node);
+          continue;
+        }
+      } catch (const UnsupportedNode& refused) {
+        refusals.push_back({refused.node(), refused.target(), refused.reason()});
+      }
+      bind_stand_ins(node);
+    }
+    return refusals;
+  }
+
  private:
   const pt2::Graph& pt2_graph() const { return package_.program.graph_module.graph; }
 
@@ -461,7 +483,37 @@ class GraphBuilder {
       for (size_t i = 0; i < nodes.size(); ++i) message += (i ? ", " : "") + nodes[i];
       message += ")";
     }
-    fail(message);
+    // Typed by the first such node; the message names them all (find_refusals lists them).
+    const auto& [first_target, first_nodes] = *missing.begin();
+    throw UnsupportedNode(first_nodes.front(), first_target, "no luminal translator for this operator", message);
+  }
+
+  // A refused node's tensor outputs become inputs of the export metadata's dtype and shape, so
+  // that the nodes reading them can still be translated (and refused for reasons of their own).
+  // An output whose dtype luminal lacks stays unbound: its readers are refused for that.
+  void bind_stand_ins(const pt2::Node& node) {
+    for (const pt2::Argument& output : node.outputs) {
+      if (output.is_tensor()) {
+        bind_stand_in(output.as_tensor().name);
+      } else if (output.kind() == pt2::Argument::Kind::Tensors) {
+        for (const pt2::TensorArgument& tensor : output.as_tensors()) bind_stand_in(tensor.name);
+      }
+    }
+  }
+
+  void bind_stand_in(const std::string& name) {
+    if (!pt2_graph().tensor_values.count(name)) return;
+    try {
+      ir::Node node;
+      node.kind = ir::NodeKind::Input;
+      node.dtype = context_.meta_dtype(name);
+      node.shape = context_.meta_shape(name);
+      node.name = name;
+      node.origin = str_cat(name, " (stand-in for a refused node)");
+      context_.bind_value(name, graph_.add(std::move(node)));  // not a call input: never run
+    } catch (const Error&) {
+      // unsupported dtype or shape expression: left unbound (see above)
+    }
   }
 
   void add_symbols() {
@@ -574,7 +626,7 @@ class GraphBuilder {
     context_.builder().set_origin(origin);
     try {
       (*fn)(context_, node);
-    } catch (const Error& error) {
+    } catch (const std::exception& error) {  // luminal::Error, or a translator's bug (std::out_of_range, ...)
       std::string inputs;
       for (const pt2::NamedArgument& input : node.inputs) {
         if (!input.arg.is_tensor()) continue;
@@ -590,8 +642,9 @@ class GraphBuilder {
         inputs += str_cat(inputs.empty() ? "" : ", ", input.name, "=", signature);
       }
       const std::string location = source_location(node);
-      fail("cannot translate node ", origin, inputs.empty() ? "" : " with inputs ", inputs,
-           location.empty() ? "" : "\n  at " + location, "\n  ", error.what());
+      throw UnsupportedNode(node_name(node), node.target, error.what(),
+                            str_cat("cannot translate node ", origin, inputs.empty() ? "" : " with inputs ", inputs,
+                                    location.empty() ? "" : "\n  at " + location, "\n  ", error.what()));
     }
   }
 
@@ -662,6 +715,10 @@ class GraphBuilder {
 
 ir::Graph translate(const pt2::Package& package, const TranslateOptions& options) {
   return GraphBuilder(package, options).run();
+}
+
+std::vector<Refusal> find_refusals(const pt2::Package& package, const TranslateOptions& options) {
+  return GraphBuilder(package, options).find_refusals();
 }
 
 }  // namespace luminal::frontend

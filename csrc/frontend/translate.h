@@ -27,8 +27,22 @@ struct TranslateOptions {
   std::vector<ir::InputRole> input_roles;
 };
 
-// Translates the exported program of a PT2 package into a verified IR graph.
+// Translates the exported program of a PT2 package into a verified IR graph. A node without a
+// translator, or whose translator refuses it, raises luminal::UnsupportedNode.
 ir::Graph translate(const pt2::Package& package, const TranslateOptions& options = {});
+
+// A node luminal does not translate, and why.
+struct Refusal {
+  std::string node;    // the exported node's name
+  std::string target;  // its full target, e.g. "torch.ops.aten.pow.Tensor_Tensor"
+  std::string reason;
+};
+
+// Every node of the program that luminal does not translate, in graph order, found in one pass: a
+// refused node's outputs are replaced by stand-in inputs built from the export metadata, so that
+// translation goes on and also checks the nodes after it. Raises luminal::Error only for problems
+// that are not a node's (e.g. an unsupported input kind).
+std::vector<Refusal> find_refusals(const pt2::Package& package, const TranslateOptions& options = {});
 
 class Context;
 using TranslatorFn = std::function<void(Context&, const pt2::Node&)>;

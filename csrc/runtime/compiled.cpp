@@ -17,6 +17,11 @@ frontend::TranslateOptions translate_options(const CompileOptions& options) {
 
 }  // namespace
 
+std::vector<frontend::Refusal> refused_nodes(std::string archive_bytes, const CompileOptions& options) {
+  const pt2::Archive archive = pt2::Archive::from_buffer(std::move(archive_bytes));
+  return frontend::find_refusals(pt2::load_package(archive), translate_options(options));
+}
+
 std::shared_ptr<CompiledGraph> CompiledGraph::from_archive_bytes(std::string bytes, const CompileOptions& options) {
   const pt2::Archive archive = pt2::Archive::from_buffer(std::move(bytes));
   const pt2::Package package = pt2::load_package(archive);

@@ -71,6 +71,10 @@ struct Stats {
 #endif
 };
 
+// The nodes of a PT2 archive (held in memory) that luminal does not translate, all found in one
+// pass (see frontend::find_refusals).
+std::vector<frontend::Refusal> refused_nodes(std::string archive_bytes, const CompileOptions& options = {});
+
 class CompiledGraph {
  public:
   // Parses a PT2 archive held in memory (weights, if any, become constants).

@@ -10,10 +10,10 @@ and runs it. Parameters are passed by pointer on every call; they are never copi
 import torch  # noqa: F401  (first: the extension links against libtorch, which torch loads)
 
 from luminal import _cuda_libraries  # noqa: F401  (registers where NVRTC and cuBLASLt live)
-from luminal._C import LuminalError, clear_kernel_cache
+from luminal._C import LuminalError, LuminalUnsupportedError, clear_kernel_cache
 from luminal.backend import CompiledFunction, compile_count, luminal_backend, reset_compile_count
 from luminal.explain import Explanation, explain
-from luminal.fallback import LuminalFallbackWarning
+from luminal.policy import LuminalFallbackWarning
 from luminal.pt2 import load
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "Explanation",
     "LuminalError",
     "LuminalFallbackWarning",
+    "LuminalUnsupportedError",
     "clear_kernel_cache",
     "compile_count",
     "explain",

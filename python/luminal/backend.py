@@ -22,11 +22,17 @@ import torch.utils._pytree as pytree
 from torch.export import Dim
 
 from luminal import _C, export_cache
-from luminal._C import LuminalError
+from luminal._C import LuminalError, LuminalInputsOverlapError
 from luminal.decompositions import decomposition_table
-
-# Options of luminal_backend (see its docstring).
-_KNOWN_OPTIONS: frozenset[str] = frozenset({"megakernel", "strict", "min_partition_size"})
+from luminal.guards import (
+    GuardedFunction,
+    alias_plan,
+    autograd_reason,
+    inline_scalars,
+    overlapping_inputs,
+    specialized_scalars,
+)
+from luminal.policy import EagerGraph, EagerPath, Options, describe_error, first_line, parse_options, run_in_eager
 
 log = logging.getLogger("luminal")
 
@@ -60,36 +66,81 @@ class ExportedGraph:
 
 
 class CompiledFunction:
-    """What the backend returns to Dynamo: one C++ call per invocation."""
+    """What the backend returns to Dynamo: one C++ call per invocation.
 
-    def __init__(self, graph: Any, exported: ExportedGraph) -> None:
+    With an ``eager`` path (the backend's Dynamo graph), the first call is checked: if it raises a
+    LuminalError before any call succeeded (planning or binding errors that only show at run time),
+    the graph runs in eager from then on, with one warning (strict: the error is raised). Eager then
+    also raises what eager raises (an out-of-range index given by the user). A call whose in-place
+    updated input shares memory with another input runs in eager (see LuminalInputsOverlapError)."""
+
+    def __init__(self, graph: Any, exported: ExportedGraph, eager: EagerPath | None = None) -> None:
         self._graph = graph
         self._positions = exported.tensor_positions
         self._out_spec = exported.out_spec
+        self._eager = eager
+        self._checked = eager is None  # no eager path: errors go to the caller
+        self._eager_reason: str | None = None
         flat_tuple = _is_flat_tuple(exported.out_spec)
         graph.set_call_layout(list(self._positions), flat_tuple)
         # A flat tuple of outputs (the common case) needs no Python work per call.
         self._fast_call = graph.call if flat_tuple or exported.out_spec is None else None
 
     def __call__(self, *args: Any) -> Any:
-        if self._fast_call is not None:
-            return self._fast_call(*args)
+        if not self._checked:
+            return self._first_call(args)
+        try:
+            if self._fast_call is not None:
+                return self._fast_call(*args)
+            return self._run(args)
+        except LuminalInputsOverlapError as error:
+            return self._aliased_call(args, error)
+
+    def _run(self, args: tuple[Any, ...]) -> Any:
         outputs = self._graph.run([args[i] for i in self._positions])
         return pytree.tree_unflatten(outputs, self._out_spec)
+
+    def _first_call(self, args: tuple[Any, ...]) -> Any:
+        assert self._eager is not None
+        if self._eager_reason is not None:
+            return self._eager(*args)
+        try:
+            outputs = self._fast_call(*args) if self._fast_call is not None else self._run(args)
+        except LuminalInputsOverlapError as error:
+            return self._aliased_call(args, error)
+        except LuminalError as error:
+            if self._eager.strict:
+                raise
+            self._eager_reason = f"its first call failed: {first_line(error)}"
+            self._eager.warn_once("first call", f"luminal: this graph runs in eager: {self._eager_reason}")
+            return self._eager(*args)
+        self._checked = True
+        return outputs
+
+    def _aliased_call(self, args: tuple[Any, ...], error: LuminalError) -> Any:
+        if self._eager is None:
+            raise error
+        self._eager.warn_once("overlap", f"luminal: a call runs in eager: {error}")
+        return self._eager(*args)
 
     def ir(self, optimized: bool = True) -> str:
         """The compiled graph's IR as text (before optimization with optimized=False)."""
         return self._graph.ir(optimized)
 
     def stats(self) -> dict[str, Any]:
-        return self._graph.stats()
+        stats = self._graph.stats()
+        share = 0.0 if self._eager_reason is not None else 1.0
+        stats.update(fallback=self._eager_reason is not None, luminal_node_share=share, luminal_flop_share=share)
+        if self._eager_reason is not None:
+            stats["eager_reason"] = self._eager_reason
+        return stats
 
     def cuda_source(self) -> str:
         """The generated CUDA module (prelude and kernels); empty in a build without CUDA."""
         return self._graph.cuda_source()
 
 
-def _export_through_cache(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> ExportedGraph:
+def export_through_cache(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> ExportedGraph:
     roles = [_input_role(v) if isinstance(v, torch.Tensor) else None for v in example_inputs]
     key = export_cache.cache_key(gm, example_inputs, roles)
     cached = export_cache.load(key) if key is not None else None
@@ -121,43 +172,95 @@ def luminal_backend(
 ) -> Callable[..., Any]:
     """Dynamo backend entry point: ``torch.compile(model, backend=luminal_backend)``.
 
-    Options: ``megakernel`` (bool, default True), ``strict`` (bool, default False: ops luminal does
-    not support run in eager, with one warning; True raises instead), ``min_partition_size`` (int,
-    default 1: smaller luminal partitions of a graph with unsupported ops run in eager too).
+    Options: ``megakernel`` (bool, default True), ``strict`` (bool, default False: what luminal
+    cannot run runs in eager, with one warning; True raises a LuminalError instead),
+    ``min_partition_size`` (int >= 1, default 1: smaller luminal partitions of a graph with
+    unsupported ops run in eager too). Unknown options and wrong types raise LuminalError.
     """
     global _compiles
-    settings = {**(options or {}), **kwargs}
-    unknown = sorted(set(settings) - _KNOWN_OPTIONS)
-    if unknown:
-        raise LuminalError(f"unknown luminal option(s) {unknown}; known options: {sorted(_KNOWN_OPTIONS)}")
-    megakernel = bool(settings.get("megakernel", True))
-    exported = _export_through_cache(gm, example_inputs)
+    settings = parse_options({**(options or {}), **kwargs})
     try:
-        compiled: Callable[..., Any] = compile_exported(exported, megakernel)
-    except LuminalError as error:
-        if settings.get("strict", False):
+        compiled = _compile_or_eager(gm, example_inputs, settings)
+    except Exception as error:
+        # A failure the steps below did not expect (a bug in luminal's own Python code): the
+        # policy still holds. Warnings turned into errors by the user's filters pass through.
+        if isinstance(error, Warning) or (settings.strict and isinstance(error, LuminalError)):
             raise
-        from luminal.fallback import compile_with_fallback  # noqa: PLC0415  (imports this module)
-
-        compiled = compile_with_fallback(
-            gm,
-            example_inputs,
-            error,
-            exported,
-            megakernel=megakernel,
-            min_partition_size=int(settings.get("min_partition_size", 1)),
-        )
-    with _state_lock:
-        _compiles += 1
+        if settings.strict:
+            raise LuminalError(f"luminal failed: {describe_error(error)}") from error
+        compiled = run_in_eager(gm.forward, f"luminal failed: {describe_error(error)}", settings, error)
+    if not isinstance(compiled, EagerGraph):
+        with _state_lock:
+            _compiles += 1
     return compiled
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], megakernel: bool = True) -> CompiledFunction:
-    """Compiles a whole graph with luminal; raises LuminalError when any part is unsupported."""
-    return compile_exported(_export_through_cache(gm, example_inputs), megakernel)
+def _compile_or_eager(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: Options) -> Callable[..., Any]:
+    """The failure policy around a compile: the graph runs in eager (with one warning; strict:
+    LuminalError) when it needs autograd, returns views luminal cannot rebuild, cannot be exported,
+    or fails in luminal in a way no partitioning avoids."""
+    reason = autograd_reason(gm)
+    plan = alias_plan(gm)
+    if reason is None and isinstance(plan, str):
+        reason = f"{plan} (eager returns it as a view, luminal as a new tensor)"
+    if reason is not None:
+        return run_in_eager(gm.forward, reason, options)
+    assert not isinstance(plan, str)
+    scalars = specialized_scalars(gm, example_inputs)
+    eager = EagerPath(gm.forward, options.strict)
+    try:
+        exported = export_through_cache(gm, example_inputs)
+    except Exception as error:  # torch.export raises many types; none may stop the model
+        return run_in_eager(gm.forward, _export_failure(error, example_inputs), options, error)
+    try:
+        compiled: Callable[..., Any] = compile_exported(exported, options.megakernel, eager)
+    except Exception as error:  # noqa: BLE001  (any failure in luminal's core: the policy decides)
+        if options.strict:
+            if isinstance(error, LuminalError):
+                raise
+            raise LuminalError(describe_error(error)) from error
+        compiled = _compile_partly(gm, example_inputs, error, exported, options)
+    if scalars or plan:
+        compiled = GuardedFunction(compiled, eager, scalars, plan)
+    return compiled
 
 
-def compile_exported(exported: ExportedGraph, megakernel: bool = True) -> CompiledFunction:
+def _compile_partly(
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    error: Exception,
+    exported: ExportedGraph,
+    options: Options,
+) -> Callable[..., Any]:
+    """After a whole-graph compile failed: luminal partitions and eager code, or all in eager."""
+    from luminal.fallback import compile_with_fallback  # noqa: PLC0415  (imports this module)
+
+    try:
+        return compile_with_fallback(gm, example_inputs, error, exported, options)
+    except Exception as failure:  # noqa: BLE001
+        if isinstance(failure, Warning):  # the fallback's own warning, made an error by a filter
+            raise
+        cause = error if failure is error else failure
+        return run_in_eager(gm.forward, describe_error(cause), options, cause)
+
+
+def _export_failure(error: BaseException, example_inputs: Sequence[Any]) -> str:
+    reason = f"torch.export failed: {first_line(error)}"
+    if isinstance(error, LuminalError):
+        reason = describe_error(error)
+    overlap = overlapping_inputs(list(example_inputs))
+    if overlap is not None:
+        reason += (
+            f" (inputs {overlap[0]} and {overlap[1]} share memory: in-place updates through aliased inputs "
+            "cannot be exported)"
+        )
+    return reason
+
+
+def compile_exported(
+    exported: ExportedGraph, megakernel: bool = True, eager: EagerPath | None = None
+) -> CompiledFunction:
+    """Compiles an exported graph. With ``eager``, the first call falls back to it (see CompiledFunction)."""
     _dump_archive(exported)
     graph = _C.compile(exported.archive, list(exported.input_roles), megakernel)
     stats = graph.stats()
@@ -165,7 +268,7 @@ def compile_exported(exported: ExportedGraph, megakernel: bool = True) -> Compil
         log.info("luminal: one megakernel per call on CUDA (%s)", stats["megakernel_reason"])
     else:
         log.info("luminal: general path, no megakernel: %s", stats["megakernel_reason"])
-    return CompiledFunction(graph, exported)
+    return CompiledFunction(graph, exported, eager)
 
 
 def _dump_archive(exported: ExportedGraph) -> None:
@@ -222,7 +325,9 @@ def export_program(
     """torch.export of a Dynamo graph, decomposed to Core ATen. Every tensor argument becomes a user
     input of the program (parameters included); returns the program, the positions of the tensor
     arguments among the call's arguments and their roles."""
+    scalars = specialized_scalars(gm, example_inputs)
     gm = copy.deepcopy(gm)
+    inline_scalars(gm, scalars)  # checked per call by GuardedFunction
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(example_inputs):
         raise LuminalError(f"graph has {len(placeholders)} inputs but {len(example_inputs)} example inputs")

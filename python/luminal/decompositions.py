@@ -2,7 +2,9 @@
 
 Some fused kernels survive export on CUDA (they are not Core ATen and have no default
 decomposition): RMSNorm (``_fused_rms_norm``) and the efficient, flash and cuDNN attention kernels. Decomposed here
-into the primitives luminal translates, they compile instead of running in eager.
+into the primitives luminal translates, they compile instead of running in eager. The CPU flash
+attention kernel (sdpa on CPU) is decomposed here too. An attention decomposition returns its output
+in the kernel's layout (strides), as the graph after it was traced against those.
 """
 
 from __future__ import annotations
@@ -49,20 +51,49 @@ def _attention(
     output in the query's dtype and the float32 scores (for the log-sum-exp outputs)."""
     if dropout_p != 0.0:
         raise NotImplementedError("luminal decomposes attention for inference only (dropout_p must be 0)")
+    compute = torch.float64 if query.dtype == torch.float64 else torch.float32
+    if key.dim() == query.dim() and key.dim() >= 3 and key.shape[-3] != query.shape[-3]:
+        # Grouped-query attention: every key/value head serves a group of query heads.
+        group = query.shape[-3] // key.shape[-3]
+        key, value = key.repeat_interleave(group, dim=-3), value.repeat_interleave(group, dim=-3)
     factor = scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
-    scores = (query.float() @ key.float().transpose(-2, -1)) * factor
+    scores = (query.to(compute) @ key.to(compute).transpose(-2, -1)) * factor
     if is_causal:  # top-left aligned, as torch's kernels
         rows = torch.arange(query.shape[-2], device=query.device)
         columns = torch.arange(key.shape[-2], device=query.device)
         scores = scores.masked_fill(rows[:, None] < columns[None, :], float("-inf"))
-    if attn_bias is not None:
+    if attn_bias is not None and attn_bias.dtype == torch.bool:
+        scores = scores.masked_fill(attn_bias.logical_not(), float("-inf"))
+    elif attn_bias is not None:
         scores = scores + attn_bias
     # A query that may attend to no key (a fully masked row, e.g. a padding token) gets zeros, as
     # from torch's fused kernels and its math path's safe softmax; a plain softmax would give NaN.
     attends_to_nothing = (scores == float("-inf")).all(-1, keepdim=True)
     probabilities = torch.softmax(scores, -1).masked_fill(attends_to_nothing, 0.0)
-    output = (probabilities @ value.float()).to(query.dtype)
+    output = (probabilities @ value.to(compute)).to(query.dtype)
     return output, scores
+
+
+def _in_kernel_layout(op: Any, output: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    """``output`` laid out as the fused kernel ``op`` lays out its result (its meta function says
+    how). The graph was traced against the kernel's strides: a later ``.contiguous()`` that was a
+    no-op there left no node, and a ``.view`` after it (Hugging Face's attention output) only
+    works with those strides. Unchanged when the meta function is not available."""
+    try:
+        from torch._decomp import meta_table  # noqa: PLC0415
+
+        meta = meta_table.get(op)
+        if meta is None:
+            return output
+        result = meta(*args, **kwargs)
+    except Exception:  # noqa: BLE001  (a meta function of another torch version: keep the output as is)
+        return output
+    layout = result[0] if isinstance(result, (tuple, list)) else result
+    if not isinstance(layout, torch.Tensor) or layout.dtype != output.dtype or layout.dim() != output.dim():
+        return output
+    # The functional copy: the values of `output` in the strides of `layout` (no in-place op,
+    # which the decomposition pass could not functionalize).
+    return aten.copy.default(layout, output)
 
 
 def _efficient_attention(
@@ -77,6 +108,18 @@ def _efficient_attention(
     scale: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     output, scores = _attention(query, key, value, attn_bias, dropout_p, is_causal, scale)
+    output = _in_kernel_layout(
+        aten._scaled_dot_product_efficient_attention.default,
+        output,
+        query,
+        key,
+        value,
+        attn_bias,
+        compute_log_sumexp,
+        dropout_p,
+        is_causal,
+        scale=scale,
+    )
     if compute_log_sumexp:
         log_sumexp = torch.logsumexp(scores, -1)
     else:
@@ -108,7 +151,47 @@ def _flash_attention(
     scale: float | None = None,
 ) -> tuple[Any, ...]:
     output, scores = _attention(query, key, value, None, dropout_p, is_causal, scale)
+    output = _in_kernel_layout(
+        aten._scaled_dot_product_flash_attention.default,
+        output,
+        query,
+        key,
+        value,
+        dropout_p,
+        is_causal,
+        return_debug_mask,
+        scale=scale,
+    )
     return _flash_or_cudnn_outputs(output, scores, query, key)
+
+
+def _flash_attention_for_cpu(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    *,
+    attn_mask: torch.Tensor | None = None,
+    scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The CPU flash kernel (what sdpa runs on CPU). Replaces torch's own decomposition, whose
+    output layout differs from the kernel's on recent torch (GPT-2's attention output `.view`
+    then fails to export)."""
+    output, scores = _attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
+    output = _in_kernel_layout(
+        aten._scaled_dot_product_flash_attention_for_cpu.default,
+        output,
+        query,
+        key,
+        value,
+        dropout_p,
+        is_causal,
+        attn_mask=attn_mask,
+        scale=scale,
+    )
+    log_sumexp = torch.logsumexp(scores, -1).to(torch.float64 if query.dtype == torch.float64 else torch.float32)
+    return output, log_sumexp
 
 
 def _cudnn_attention(
@@ -124,6 +207,19 @@ def _cudnn_attention(
     scale: float | None = None,
 ) -> tuple[Any, ...]:
     output, scores = _attention(query, key, value, attn_bias, dropout_p, is_causal, scale)
+    output = _in_kernel_layout(
+        aten._scaled_dot_product_cudnn_attention.default,
+        output,
+        query,
+        key,
+        value,
+        attn_bias,
+        compute_log_sumexp,
+        dropout_p,
+        is_causal,
+        return_debug_mask,
+        scale=scale,
+    )
     return _flash_or_cudnn_outputs(output, scores, query, key)
 
 
@@ -131,6 +227,7 @@ def _extra() -> dict[Any, Any]:
     table: dict[Any, Any] = {
         aten._scaled_dot_product_efficient_attention.default: _efficient_attention,
         aten._scaled_dot_product_flash_attention.default: _flash_attention,
+        aten._scaled_dot_product_flash_attention_for_cpu.default: _flash_attention_for_cpu,
     }
     if hasattr(aten, "_scaled_dot_product_cudnn_attention"):
         table[aten._scaled_dot_product_cudnn_attention.default] = _cudnn_attention

@@ -29,6 +29,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from luminal.decompositions import natively_translated
+from luminal.guards import specialized_scalars
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -63,7 +64,7 @@ def _describe_input(value: Any, role: str | None) -> str:
 def _recipe_fingerprint() -> str:
     """The luminal version and the export code itself: editing the recipe invalidates entries."""
     digest = hashlib.sha256()
-    for module in ("backend.py", "decompositions.py", "export_cache.py"):
+    for module in ("backend.py", "decompositions.py", "export_cache.py", "guards.py"):
         digest.update((Path(__file__).parent / module).read_bytes())
     # The ops kept whole by the export depend on the translators the core has.
     digest.update(" ".join(sorted(natively_translated())).encode())
@@ -89,6 +90,9 @@ def cache_key(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], roles: Se
     for node, value, role in zip(placeholders, example_inputs, roles, strict=True):
         example = node.meta.get("example_value", value)
         parts.append(f"{node.name}: {_describe_input(example, role)} used={bool(node.users)}")
+    # Scalars the export bakes in (see guards.specialized_scalars): their values are part of the key.
+    for position, scalar in sorted(specialized_scalars(gm, example_inputs).items()):
+        parts.append(f"scalar {position} = {scalar!r}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 

@@ -1,11 +1,15 @@
 """Partial compilation: a graph with ops luminal does not support is split into luminal partitions
 and eager code.
 
-The Dynamo graph is exported and decomposed to Core ATen (as for a whole-graph compile); the
-ATen graph is partitioned with torch.fx's CapabilityBasedPartitioner on the targets the C++ core
-translates. Each partition is compiled by luminal as a graph of its own (dynamic dimensions stay
-dynamic); the unsupported nodes, and partitions smaller than ``min_partition_size`` or that fail
-to compile, run as ATen ops in eager. One warning names what runs in eager.
+The Dynamo graph is exported and decomposed to Core ATen (as for a whole-graph compile). One pass
+of the C++ translator (``_C.refused_nodes``) finds every node luminal does not translate: no
+translator, or a translator that refuses this call (a dtype or variant it lacks). The ATen graph
+is partitioned with torch.fx's CapabilityBasedPartitioner around those nodes; each partition is
+compiled by luminal as a graph of its own (dynamic dimensions stay dynamic). A partition whose
+compile is refused for a node of its own is partitioned again without that node; a partition that
+fails otherwise (passes, code generation, its first call), or is smaller than
+``min_partition_size``, runs in eager. One warning lists every op that runs in eager and why, and
+each eager partition's reason; ``stats()`` reports the share of nodes and FLOPs luminal runs.
 
 To compile the partitions, the ATen graph runs once on the example inputs at compile time (the
 program is functional: inputs are not mutated then). At call time, mutated inputs are written
@@ -14,12 +18,12 @@ back as in a whole-graph compile.
 
 from __future__ import annotations
 
+import copy
+import functools
 import logging
 import operator
-import re
-import warnings
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,16 +34,29 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner, Partit
 from torch.fx.passes.operator_support import OperatorSupportBase
 
 from luminal import _C
-from luminal._C import LuminalError
-from luminal.backend import ExportedGraph, compile_graph, export_program, output_spec
+from luminal._C import LuminalError, LuminalUnsupportedError
+from luminal.backend import (
+    ExportedGraph,
+    compile_exported,
+    export_graph,
+    export_through_cache,
+    output_spec,
+)
+from luminal.flops import shares
+from luminal.guards import overlapping_inputs
+from luminal.policy import EagerPath, LuminalFallbackWarning, Options, first_line, warn_fallback
 
 log = logging.getLogger("luminal")
 
 _PARTITION_PREFIX = "luminal_partition_"
 
 
-class LuminalFallbackWarning(UserWarning):
-    """Part of a compiled graph runs in eager because luminal does not support it."""
+__all__ = ["FallbackFunction", "LuminalFallbackWarning", "LuminalSupport", "compile_with_fallback"]
+
+
+@functools.cache
+def _passthrough_targets() -> frozenset[str]:
+    return frozenset(_C.passthrough_targets())
 
 
 def target_name(target: Any) -> str:
@@ -52,8 +69,8 @@ def target_name(target: Any) -> str:
 
 
 class LuminalSupport(OperatorSupportBase):
-    """Which ATen graph nodes luminal's core translates. ``rejected_nodes`` names nodes whose
-    target has a translator that refused this particular call (a dtype or variant it lacks)."""
+    """Which ATen graph nodes luminal's core translates. ``rejected_nodes`` names nodes luminal
+    refused (see ``find_refusals``): a translator that refused this particular call."""
 
     def __init__(self, rejected_nodes: frozenset[str] = frozenset()) -> None:
         self.targets = frozenset(_C.supported_targets()) | frozenset(_C.passthrough_targets())
@@ -102,28 +119,112 @@ def _contiguous_in_eager(node: torch.fx.Node) -> bool:
     return isinstance(value, torch.Tensor) and value.is_contiguous()
 
 
-def unsupported_nodes(graph: torch.fx.Graph, support: LuminalSupport | None = None) -> dict[str, list[str]]:
-    """Unsupported call targets of an ATen graph and the nodes that call them."""
-    support = support or LuminalSupport()
-    found: dict[str, list[str]] = defaultdict(list)
+@dataclass(frozen=True)
+class EagerNode:
+    """A node that runs in eager, and why."""
+
+    name: str
+    target: str  # e.g. "torch.ops.aten.pow.Tensor_Tensor"
+    reason: str
+
+
+def find_refusals(graph: torch.fx.Graph, archive: bytes, roles: Sequence[str]) -> dict[str, EagerNode]:
+    """Every node of the exported graph (serialized as ``archive``) that luminal does not
+    translate, from one pass of the C++ translator, by FX node name."""
+    nodes = {node.name: node for node in graph.nodes}
+    found: dict[str, EagerNode] = {}
+    for name, target, reason in _C.refused_nodes(archive, list(roles)):
+        node = _source_node(nodes.get(name))
+        if node is None:
+            log.debug("luminal: refused node %s (%s) is not in the graph", name, target)
+            continue
+        found.setdefault(node.name, EagerNode(node.name, target_name(node.target), reason))
+    return found
+
+
+def _source_node(node: torch.fx.Node | None) -> torch.fx.Node | None:
+    """Older serializers name a multi-output node by its first output (a getitem node)."""
+    if node is not None and node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
+        return node.args[0]
+    return node
+
+
+def eager_nodes(graph: torch.fx.Graph, refused: dict[str, EagerNode]) -> dict[str, EagerNode]:
+    """The nodes that run in eager: the refused ones, and the ones LuminalSupport declines."""
+    support = LuminalSupport(frozenset(refused))
+    found: dict[str, EagerNode] = {}
     for node in graph.nodes:
-        if node.op == "call_function" and node.target is not operator.getitem:
-            if not support.is_node_supported({}, node):
-                found[target_name(node.target)].append(node.name)
-    return dict(found)
+        if node.op != "call_function" or node.target is operator.getitem or support.is_node_supported({}, node):
+            continue
+        target = target_name(node.target)
+        if node.name in refused:
+            found[node.name] = refused[node.name]
+        elif target not in support.targets:
+            found[node.name] = EagerNode(node.name, target, "no luminal translator for this operator")
+        else:
+            reason = "feeds an eager op that reads its storage (as_strided)"
+            found[node.name] = EagerNode(node.name, target, reason)
+    return found
 
 
-def describe_unsupported(found: dict[str, list[str]]) -> str:
-    return ", ".join(f"{t.removeprefix('torch.ops.')} ({', '.join(nodes)})" for t, nodes in sorted(found.items()))
+def describe_eager_nodes(nodes: dict[str, EagerNode]) -> str:
+    """Eager nodes grouped by target and reason: "aten.pow.Tensor_Tensor (pow_1, pow_2): why"."""
+    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for node in nodes.values():
+        groups[(node.target, node.reason)].append(node.name)
+    return "; ".join(
+        f"{_short(target)} ({', '.join(names)}): {reason}" for (target, reason), names in sorted(groups.items())
+    )
+
+
+def _short(target: str) -> str:
+    return target.removeprefix("torch.ops.")
+
+
+def compute_nodes(nodes: Iterable[torch.fx.Node]) -> list[torch.fx.Node]:
+    """The nodes that compute something: calls other than getitem and symbolic-size bookkeeping."""
+    passthrough = _passthrough_targets()
+    return [
+        n
+        for n in nodes
+        if n.op == "call_function" and n.target is not operator.getitem and target_name(n.target) not in passthrough
+    ]
 
 
 @dataclass
 class FallbackReport:
     """What a partially compiled graph runs where."""
 
-    unsupported: dict[str, list[str]]  # target -> nodes, run in eager
+    eager_nodes: dict[str, EagerNode]  # node name -> why it runs in eager
     partitions: list[dict[str, Any]] = field(default_factory=list)  # compiled by luminal
     eager_partitions: list[dict[str, Any]] = field(default_factory=list)  # too small, or failed
+    total_nodes: int = 0
+    luminal_node_share: float = 0.0
+    luminal_flop_share: float = 0.0
+
+    @property
+    def unsupported(self) -> dict[str, list[str]]:
+        """Target -> nodes, for the nodes luminal does not support."""
+        found: dict[str, list[str]] = defaultdict(list)
+        for node in self.eager_nodes.values():
+            found[node.target].append(node.name)
+        return dict(found)
+
+    def message(self) -> str:
+        eager_ops = len(self.eager_nodes) + sum(p["nodes"] for p in self.eager_partitions)
+        lines = [
+            f"luminal: {eager_ops} of {self.total_nodes} op(s) run in eager (luminal runs "
+            f"{self.luminal_node_share:.0%} of the ops, {self.luminal_flop_share:.1%} of the FLOPs); "
+            f"{len(self.partitions)} partition(s) compiled by luminal"
+        ]
+        if self.eager_nodes:
+            lines.append(f"  not supported: {describe_eager_nodes(self.eager_nodes)}")
+        for partition in self.eager_partitions:
+            ops = ", ".join(_short(op) for op in partition["ops"])
+            lines.append(
+                f"  eager partition {partition['name']} ({partition['nodes']} op(s): {ops}): {partition['reason']}"
+            )
+        return "\n".join(lines)
 
 
 class _CompiledPartition(torch.nn.Module):
@@ -135,10 +236,6 @@ class _CompiledPartition(torch.nn.Module):
         return self.compiled(*args)
 
 
-def _compute_node_count(nodes: Sequence[torch.fx.Node]) -> int:
-    return sum(1 for n in nodes if n.op == "call_function" and n.target is not operator.getitem)
-
-
 class FallbackFunction:
     """What the backend returns to Dynamo for a graph with unsupported ops."""
 
@@ -148,10 +245,12 @@ class FallbackFunction:
         module: torch.fx.GraphModule,
         tensor_positions: tuple[int, ...],
         report: FallbackReport,
+        eager: EagerPath,
     ) -> None:
         self._module = module
         self._positions = tensor_positions
         self._report = report
+        self._eager = eager
         self._compiled: dict[str, Any] = {}  # partition name -> CompiledFunction, once compiled
         self._out_spec = output_spec(program)
         signature = program.graph_signature
@@ -177,6 +276,7 @@ class FallbackFunction:
                 self._outputs.append(-1)
             else:
                 raise LuminalError(f"luminal fallback: unsupported program output kind {spec.kind} ({spec.arg})")
+        self._mutated = sorted({target for target in self._outputs if target >= 0})
 
     def program_inputs(self, args: Sequence[Any]) -> list[Any]:
         tensors = [args[i] for i in self._positions]
@@ -184,6 +284,17 @@ class FallbackFunction:
 
     def __call__(self, *args: Any) -> Any:
         tensors = [args[i] for i in self._positions]
+        if self._mutated:
+            overlap = overlapping_inputs(tensors, self._mutated)
+            if overlap is not None:
+                # The program reads every input at entry and writes the mutated ones back at the
+                # end; through an alias, eager sees the update in between.
+                self._eager.warn_once(
+                    "overlap",
+                    f"luminal: a call runs in eager: input #{overlap[0]} is updated in place and shares memory "
+                    f"with input #{overlap[1]}",
+                )
+                return self._eager(*args)
         results = self._module(*self.program_inputs(args))
         outputs = []
         for target, value in zip(self._outputs, results, strict=True):
@@ -204,60 +315,102 @@ class FallbackFunction:
     def ir(self, optimized: bool = True) -> str:
         return "\n".join(f"# {name}\n{c.ir(optimized)}" for name, c in self._compiled.items())
 
+    def cuda_source(self) -> str:
+        return "\n".join(f"// {name}\n{c.cuda_source()}" for name, c in self._compiled.items())
+
     def stats(self) -> dict[str, Any]:
         return {
             "fallback": True,
             "unsupported": self._report.unsupported,
+            "eager_nodes": {
+                n.name: {"target": n.target, "reason": n.reason} for n in self._report.eager_nodes.values()
+            },
             "partitions": {name: c.stats() for name, c in self._compiled.items()},
             "eager_partitions": self._report.eager_partitions,
+            "luminal_node_share": self._report.luminal_node_share,
+            "luminal_flop_share": self._report.luminal_flop_share,
         }
+
+
+class _MoreRefusals(Exception):
+    """A partition's compile was refused for nodes of its own: partition again without them."""
+
+    def __init__(self, nodes: dict[str, EagerNode]) -> None:
+        super().__init__(", ".join(nodes))
+        self.nodes = nodes
 
 
 def compile_with_fallback(
     gm: torch.fx.GraphModule,
     example_inputs: Sequence[Any],
-    error: LuminalError,
+    error: BaseException,
     exported: ExportedGraph,
-    megakernel: bool = True,
-    min_partition_size: int = 1,
+    options: Options,
 ) -> FallbackFunction:
     """Compiles what luminal supports of a graph whose whole-graph compile of ``exported`` failed
-    with ``error``; re-raises ``error`` when every op is supported (the failure has another cause)."""
-    program = exported.program if exported.program is not None else export_program(gm, example_inputs)[0]
-    tensor_positions = exported.tensor_positions
-    # A translator that refuses one node names it: that node runs in eager, not the whole graph.
-    support = LuminalSupport(frozenset(re.findall(r"cannot translate node (\S+) \(", str(error))))
-    unsupported = unsupported_nodes(program.graph, support)
-    if not unsupported:
+    with ``error``; re-raises ``error`` when no node is to blame (then the whole graph runs in eager)."""
+    if exported.program is None:  # an export cache hit: export again, for the program to partition
+        exported = export_graph(gm, example_inputs)
+    program = exported.program
+    assert program is not None
+    refused = find_refusals(program.graph, exported.archive, exported.input_roles)
+    if isinstance(error, LuminalUnsupportedError):
+        node = _source_node({n.name: n for n in program.graph.nodes}.get(error.node))
+        if node is not None:
+            refused.setdefault(node.name, EagerNode(node.name, target_name(node.target), error.reason))
+    if not eager_nodes(program.graph, refused):
         raise error
-    module = program.graph_module
+    eager = EagerPath(gm.forward, options.strict)
+    for _ in range(len(program.graph.nodes) + 1):  # each round takes out at least one more node
+        try:
+            function = _partition_and_compile(
+                program, exported.tensor_positions, example_inputs, refused, options, eager
+            )
+        except _MoreRefusals as more:
+            refused.update(more.nodes)
+            continue
+        warn_fallback(function.report().message())
+        return function
+    raise error
+
+
+def _partition_and_compile(
+    program: torch.export.ExportedProgram,
+    tensor_positions: tuple[int, ...],
+    example_inputs: Sequence[Any],
+    refused: dict[str, EagerNode],
+    options: Options,
+    eager: EagerPath,
+) -> FallbackFunction:
+    module = copy.deepcopy(program.graph_module)  # fusing partitions rewrites the module
+    support = LuminalSupport(frozenset(refused))
     partitioner = CapabilityBasedPartitioner(module, support, allows_single_node_partition=True)
     partitions: list[Partition] = partitioner.propose_partitions()
-    report = FallbackReport(unsupported=unsupported)
+    report = FallbackReport(eager_nodes=eager_nodes(program.graph, refused))
     kept = []
-    for partition in partitions:
-        size = _compute_node_count(list(partition.nodes))
-        if size >= max(min_partition_size, 1) and size > 0:
+    for k, partition in enumerate(partitions):
+        nodes = compute_nodes(partition.nodes)
+        if len(nodes) >= options.min_partition_size and nodes:
             kept.append(partition)
-        elif size > 0:
-            report.eager_partitions.append(
-                {"nodes": size, "reason": f"smaller than min_partition_size={min_partition_size}"}
-            )
+        elif nodes:
+            reason = f"smaller than min_partition_size={options.min_partition_size}"
+            report.eager_partitions.append(_partition_entry(f"#{k}", nodes, reason))
     fused = partitioner.fuse_partitions(kept, _PARTITION_PREFIX) if kept else module
     _copy_argument_metadata(fused)
 
-    function = FallbackFunction(program, fused, tensor_positions, report)
-    compiled = _compile_partitions(fused, function.program_inputs(list(example_inputs)), megakernel, report)
-    function.set_compiled_partitions(compiled)
-    message = (
-        f"luminal: ops without luminal support run in eager: {describe_unsupported(unsupported)}; "
-        f"{len(compiled)} partition(s) compiled by luminal"
+    function = FallbackFunction(program, fused, tensor_positions, report, eager)
+    compiled, in_luminal = _compile_partitions(
+        fused, function.program_inputs(list(example_inputs)), options, refused, report
     )
-    if report.eager_partitions:
-        message += f", {len(report.eager_partitions)} more run in eager"
-    warnings.warn(message, LuminalFallbackWarning, stacklevel=2)  # the one user-visible message
-    log.info(message)
+    function.set_compiled_partitions(compiled)
+    everything = compute_nodes(program.graph.nodes)
+    report.total_nodes = len(everything)
+    report.luminal_node_share, report.luminal_flop_share = shares(everything, in_luminal)
     return function
+
+
+def _partition_entry(name: str, nodes: Sequence[torch.fx.Node], reason: str) -> dict[str, Any]:
+    return {"name": name, "nodes": len(nodes), "ops": sorted({target_name(n.target) for n in nodes}), "reason": reason}
 
 
 def _copy_argument_metadata(fused: torch.fx.GraphModule) -> None:
@@ -274,28 +427,88 @@ def _copy_argument_metadata(fused: torch.fx.GraphModule) -> None:
 
 
 def _compile_partitions(
-    fused: torch.fx.GraphModule, inputs: list[Any], megakernel: bool, report: FallbackReport
-) -> dict[str, Any]:
+    fused: torch.fx.GraphModule,
+    inputs: list[Any],
+    options: Options,
+    refused: dict[str, EagerNode],
+    report: FallbackReport,
+) -> tuple[dict[str, Any], set[str]]:
     """Runs the partitioned graph once on the example inputs, compiling each partition on its
-    actual inputs as it is reached; a partition that fails to compile stays in eager."""
+    actual inputs as it is reached, and calling it once (its first call). A partition refused for
+    nodes of its own raises _MoreRefusals; one that fails otherwise stays in eager. Returns the
+    compiled partitions and the names of the nodes they run."""
     compiled: dict[str, Any] = {}
+    in_luminal: set[str] = set()
 
     class CompilingInterpreter(torch.fx.Interpreter):
         def call_module(self, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             submodule = self.fetch_attr(target)
             if not str(target).startswith(_PARTITION_PREFIX):
                 return super().call_module(target, args, kwargs)
+            name = str(target)
+            exported: ExportedGraph | None = None
             try:
-                function = compile_graph(submodule, list(args), megakernel=megakernel)
-            except LuminalError as error:
-                report.eager_partitions.append({"name": str(target), "reason": str(error).splitlines()[0]})
-                log.info("luminal: partition %s runs in eager: %s", target, error)
-                return submodule(*args)
-            compiled[str(target)] = function
-            report.partitions.append({"name": str(target), "nodes": _compute_node_count(list(submodule.graph.nodes))})
-            fused.set_submodule(str(target), _CompiledPartition(function))
-            return function(*args)
+                exported = export_through_cache(submodule, list(args))
+                function = compile_exported(exported, options.megakernel)
+                result = function(*args)
+            except LuminalUnsupportedError as error:
+                more = _partition_refusals(submodule, list(args), exported, refused, error)
+                if more:
+                    raise _MoreRefusals(more) from error
+                return _run_partition_in_eager(submodule, args, name, first_line(error))
+            except Exception as error:  # noqa: BLE001  (export, passes, codegen, first call: the partition runs in eager)
+                return _run_partition_in_eager(submodule, args, name, first_line(error))
+            compiled[name] = function
+            nodes = compute_nodes(submodule.graph.nodes)
+            in_luminal.update(n.name for n in nodes)
+            report.partitions.append({"name": name, "nodes": len(nodes)})
+            fused.set_submodule(name, _CompiledPartition(function))
+            return result
+
+    def _run_partition_in_eager(submodule: torch.fx.GraphModule, args: tuple[Any, ...], name: str, reason: str) -> Any:
+        report.eager_partitions.append(_partition_entry(name, compute_nodes(submodule.graph.nodes), reason))
+        log.info("luminal: partition %s runs in eager: %s", name, reason)
+        return submodule(*args)
 
     with torch.no_grad():
         CompilingInterpreter(fused).run(*inputs)
-    return compiled
+    return compiled, in_luminal
+
+
+def _partition_refusals(
+    submodule: torch.fx.GraphModule,
+    args: list[Any],
+    exported: ExportedGraph | None,
+    refused: dict[str, EagerNode],
+    error: LuminalUnsupportedError,
+) -> dict[str, EagerNode]:
+    """The nodes of a partition (by their names in the whole graph) that luminal refused when it
+    compiled the partition alone, not yet known as refused; empty when they cannot be told."""
+    try:
+        if exported is None or exported.program is None:
+            exported = export_graph(submodule, args)
+        assert exported.program is not None
+        names = _align(exported.program.graph, submodule.graph)
+        found = find_refusals(exported.program.graph, exported.archive, exported.input_roles)
+    except Exception as failure:  # noqa: BLE001  (the partition then just runs in eager)
+        log.debug("luminal: cannot tell the refused nodes of a partition: %s (%s)", failure, error)
+        return {}
+    if names is None:
+        return {}
+    nodes = {n.name: n for n in submodule.graph.nodes}
+    more = {}
+    for node in found.values():
+        original = names.get(node.name)
+        if original is not None and original not in refused and original in nodes:
+            target = target_name(nodes[original].target)
+            more[original] = EagerNode(original, target, node.reason)
+    return more
+
+
+def _align(exported: torch.fx.Graph, original: torch.fx.Graph) -> dict[str, str] | None:
+    """Export renames nodes; a partition's export has the same compute nodes in the same order
+    (it is already Core ATen), so they pair up by position. None when the target sequences differ."""
+    ours, theirs = compute_nodes(exported.nodes), compute_nodes(original.nodes)
+    if [target_name(n.target) for n in ours] != [target_name(n.target) for n in theirs]:
+        return None
+    return {a.name: b.name for a, b in zip(ours, theirs, strict=True)}
