@@ -63,14 +63,34 @@ at::ScalarType to_scalar_type(DType dtype) {
   fail("invalid dtype");
 }
 
+// A call the compiled graph cannot take although Dynamo let it through: its inputs do not bind
+// (sizes outside what the export assumed), or a size argument cannot be carried. The Python
+// backend runs that call in eager (which also raises what eager raises).
+class CallInEager : public Error {
+ public:
+  using Error::Error;
+};
+
 // Raised by a call in which an input that the graph updates in place shares memory with another
 // input. Eager applies in-place updates through aliases one after another; a compiled graph reads
 // every input at entry and writes the updated ones back at the end, so such a call would differ
 // from eager. The Python backend runs that call in eager instead.
-class InputsOverlap : public Error {
+class InputsOverlap : public CallInEager {
  public:
-  using Error::Error;
+  using CallInEager::CallInEager;
 };
+
+// An integer argument of a graph as the tensor that carries it: its value plus kSizeCarrierOffset
+// is the leading size of an empty [n, 0] tensor (no memory), so the core binds it as a shape
+// symbol. The offset keeps 0 and 1 from being specialized by torch.export (see backend.py).
+constexpr int64_t kSizeCarrierOffset = 2;
+
+at::Tensor size_carrier(int64_t value) {
+  if (value < -kSizeCarrierOffset || value > (int64_t{1} << 62)) {
+    throw CallInEager(str_cat("integer argument ", value, " is outside what the compiled graph takes"));
+  }
+  return at::empty({value + kSizeCarrierOffset, 0}, at::TensorOptions().dtype(at::kByte));
+}
 
 // The bytes a strided tensor can touch: [first, last) (empty for zero elements).
 std::pair<uintptr_t, uintptr_t> byte_extent(const at::Tensor& t) {
@@ -232,22 +252,33 @@ class PyCompiledGraph {
   // to set_call_layout and returns the outputs as a tuple (or a list when not `as_tuple`).
   py::object call(const py::args& args) const {
     std::vector<at::Tensor> inputs;
-    inputs.reserve(call_positions_.size());
+    inputs.reserve(call_positions_.size() + size_positions_.size());
     for (const size_t position : call_positions_) {
-      LUMINAL_CHECK(position < args.size(), "expected at least ", position + 1, " arguments, got ", args.size());
-      PyObject* argument = PyTuple_GET_ITEM(args.ptr(), position);
+      PyObject* argument = argument_at(args, position);
       LUMINAL_CHECK(THPVariable_Check(argument), "argument ", position, " is a ", Py_TYPE(argument)->tp_name,
                     ", not a tensor");
       inputs.push_back(THPVariable_Unpack(argument));
+    }
+    for (const size_t position : size_positions_) {
+      PyObject* argument = argument_at(args, position);
+      LUMINAL_CHECK(PyLong_Check(argument), "argument ", position, " is a ", Py_TYPE(argument)->tp_name,
+                    ", not an int");
+      int overflow = 0;
+      const long long value = PyLong_AsLongLongAndOverflow(argument, &overflow);
+      if (overflow != 0) throw CallInEager(str_cat("integer argument ", position, " does not fit 64 bits"));
+      inputs.push_back(size_carrier(value));
     }
     py::list outputs = run(inputs);
     if (call_as_tuple_) return py::tuple(outputs);
     return std::move(outputs);
   }
 
-  void set_call_layout(std::vector<size_t> positions, bool as_tuple) {
+  // Which call arguments are the graph's tensor inputs, whether call() returns a tuple, and which
+  // integer arguments follow them as size carriers.
+  void set_call_layout(std::vector<size_t> positions, bool as_tuple, std::vector<size_t> size_positions) {
     call_positions_ = std::move(positions);
     call_as_tuple_ = as_tuple;
+    size_positions_ = std::move(size_positions);
   }
 
   // Runs the graph; returns the user outputs (tensors and ints) in order. Mutated inputs are
@@ -265,7 +296,12 @@ class PyCompiledGraph {
     thread_local std::vector<runtime::TensorView> views;
     views.resize(inputs.size());
     for (size_t k = 0; k < inputs.size(); ++k) fill_view(views[k], inputs[k], k);
-    const runtime::SymbolValues symbols = core_->bind(views);
+    runtime::SymbolValues symbols;
+    try {
+      symbols = core_->bind(views);
+    } catch (const Error& error) {
+      throw CallInEager(str_cat("the call's inputs do not fit the compiled graph: ", error.what()));
+    }
 
     const auto& infos = core_->outputs();
     std::vector<at::Tensor> tensors(infos.size());
@@ -384,7 +420,13 @@ class PyCompiledGraph {
   std::shared_ptr<runtime::CompiledGraph> core_;
   std::vector<bool> mutated_inputs_;  // by call position: does the graph update it in place?
   bool has_mutated_inputs_ = false;
+  static PyObject* argument_at(const py::args& args, size_t position) {
+    LUMINAL_CHECK(position < args.size(), "expected at least ", position + 1, " arguments, got ", args.size());
+    return PyTuple_GET_ITEM(args.ptr(), position);
+  }
+
   std::vector<size_t> call_positions_;
+  std::vector<size_t> size_positions_;
   bool call_as_tuple_ = false;
   // The last call's write-back bytes (shared: the object is returned by value).
   std::shared_ptr<std::atomic<size_t>> copy_back_bytes_ = std::make_shared<std::atomic<size_t>>(0);
@@ -419,7 +461,8 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "luminal core: PT2 archives compiled to a CPU (and later CUDA) program";
 
   const auto luminal_error = py::register_exception<Error>(m, "LuminalError", PyExc_RuntimeError);
-  py::register_exception<InputsOverlap>(m, "LuminalInputsOverlapError", luminal_error.ptr());
+  const auto call_in_eager = py::register_exception<CallInEager>(m, "LuminalCallInEagerError", luminal_error.ptr());
+  py::register_exception<InputsOverlap>(m, "LuminalInputsOverlapError", call_in_eager.ptr());
   register_unsupported_node_error(m, luminal_error);
 
   py::class_<PyCompiledGraph>(m, "CompiledGraph")
@@ -427,7 +470,11 @@ PYBIND11_MODULE(_C, m) {
            "Runs the graph on the given tensors; returns the user outputs, writes mutated inputs back.")
       .def("call", &PyCompiledGraph::call, "run() on the tensors at the call layout's positions of the arguments.")
       .def("set_call_layout", &PyCompiledGraph::set_call_layout, py::arg("positions"), py::arg("as_tuple"),
-           "Which call arguments are the graph's tensor inputs, and whether call() returns a tuple.")
+           py::arg("size_positions") = std::vector<size_t>{},
+           "Which call arguments are the graph's tensor inputs, whether call() returns a tuple, and which integer "
+           "arguments follow them as size carriers (an empty [value + 2, 0] tensor each).")
+      .def_static("size_carrier", &size_carrier, py::arg("value"),
+                  "The empty [value + 2, 0] tensor that carries an integer argument as a size.")
       .def("ir", &PyCompiledGraph::ir, py::arg("optimized") = true, "The IR as text.")
       .def("stats", &PyCompiledGraph::stats)
       .def("cuda_source", &PyCompiledGraph::cuda_source, "The generated CUDA module (prelude and kernels).")

@@ -260,7 +260,15 @@ DType Builder::result_type(const std::vector<Operand>& operands) const {
   return *result;
 }
 
+double Operand::number(const char* what) const {
+  LUMINAL_CHECK(!tensor, what, " must be a number, not a tensor");
+  LUMINAL_CHECK(!symbolic, what, " must be a number known at compile time, got the symbolic ",
+                ir::to_string(symbolic));
+  return scalar;
+}
+
 Expr Builder::scalar_expr(const Operand& operand, DType compute) const {
+  if (operand.symbolic) return ir::cast(operand.symbolic, compute);
   if (is_floating(compute)) return ir::float_const(operand.scalar, compute);
   if (compute == DType::Bool) return ir::bool_const(operand.scalar != 0.0);
   LUMINAL_CHECK(!is_floating(operand.scalar_dtype) || operand.scalar == static_cast<double>(static_cast<int64_t>(operand.scalar)),

@@ -14,14 +14,21 @@ using ir::Expr;
 using ir::NodeId;
 using ir::Shape;
 
-// A tensor operand or a Python scalar operand of an ATen op.
+// A tensor operand or a Python scalar operand of an ATen op. A scalar is a number, or an integer
+// known only at run time (a SymInt: `symbolic`, a shape expression).
 struct Operand {
   std::optional<NodeId> tensor;
   double scalar = 0.0;
   DType scalar_dtype = DType::F32;  // Bool, I64 or F32/F64 as written in the graph
+  Expr symbolic;                    // a SymInt scalar (I64), or null
 
-  static Operand of(NodeId id) { return Operand{id, 0.0, DType::F32}; }
-  static Operand number(double value, DType dtype) { return Operand{std::nullopt, value, dtype}; }
+  static Operand of(NodeId id) { return Operand{id, 0.0, DType::F32, nullptr}; }
+  static Operand number(double value, DType dtype) { return Operand{std::nullopt, value, dtype, nullptr}; }
+  static Operand symbol(Expr value) { return Operand{std::nullopt, 0.0, DType::I64, std::move(value)}; }
+
+  // The number of a scalar operand whose value the translation itself needs (a step, an
+  // exponent): raises for symbolic scalars, which only elementwise arithmetic takes.
+  double number(const char* what) const;
 };
 
 // torch.promote_types

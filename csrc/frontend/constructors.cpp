@@ -12,16 +12,17 @@ namespace {
 // Number of elements of arange(start, end, step): ceil((end - start) / step), at least 0.
 Expr arange_length(const Operand& start, const Operand& end, double step, const std::optional<Expr>& symbolic_end) {
   if (symbolic_end) {
-    LUMINAL_CHECK(step == std::floor(step) && start.scalar == std::floor(start.scalar),
+    const double first = start.number("arange's start");
+    LUMINAL_CHECK(step == std::floor(step) && first == std::floor(first),
                   "arange with a symbolic end needs integer start and step");
-    const auto s = static_cast<int64_t>(start.scalar), st = static_cast<int64_t>(step);
+    const auto s = static_cast<int64_t>(first), st = static_cast<int64_t>(step);
     LUMINAL_CHECK(st > 0, "arange with a symbolic end needs a positive step");
     return ir::simplify(
         ir::max(ir::floordiv(ir::add(ir::sub(*symbolic_end, ir::int_const(s)), ir::int_const(st - 1)), ir::int_const(st)),
                 ir::int_const(0)),
         {});
   }
-  const double count = std::ceil((end.scalar - start.scalar) / step);
+  const double count = std::ceil((end.number("arange's end") - start.number("arange's start")) / step);
   LUMINAL_CHECK(std::isfinite(count), "arange length is not finite");
   return ir::int_const(std::max<int64_t>(0, static_cast<int64_t>(count)));
 }
@@ -49,13 +50,11 @@ void translate_arange(Context& ctx, const pt2::Node& node) {
   LUMINAL_CHECK(step != 0.0, "arange step must be non-zero");
   LUMINAL_CHECK(!start.tensor && !end.tensor, "arange bounds must be numbers");
   const Expr length = arange_length(start, end, step, symbolic_end);
-  ctx.set_output(node, ctx.builder().arange(length, start.scalar, step, ctx.out_dtype(node)));
+  ctx.set_output(node, ctx.builder().arange(length, start.number("arange's start"), step, ctx.out_dtype(node)));
 }
 
 double fill_value(Context& ctx, const pt2::Node& node) {
-  const Operand value = ctx.operand(node, "fill_value");
-  LUMINAL_CHECK(!value.tensor, "fill_value must be a number");
-  return value.scalar;
+  return ctx.operand(node, "fill_value").number("fill_value");
 }
 
 void translate_full(Context& ctx, const pt2::Node& node) {
@@ -69,9 +68,15 @@ void translate_constant_fill(Context& ctx, const pt2::Node& node) {
   ctx.set_output(node, ctx.builder().full(ctx.out_shape(node), Value, ctx.out_dtype(node)));
 }
 
+// scalar_tensor(s): a 0-d tensor of a number, or of an integer known at run time (a SymInt).
 void translate_scalar_tensor(Context& ctx, const pt2::Node& node) {
   const Operand value = ctx.operand(node, "s");
-  ctx.set_output(node, ctx.builder().full({}, value.scalar, ctx.out_dtype(node)));
+  const DType dtype = ctx.out_dtype(node);
+  if (value.symbolic) {
+    ctx.set_output(node, ctx.builder().pointwise(dtype, {}, {}, ir::cast(value.symbolic, dtype)));
+    return;
+  }
+  ctx.set_output(node, ctx.builder().full({}, value.number("scalar_tensor's value"), dtype));
 }
 
 }  // namespace

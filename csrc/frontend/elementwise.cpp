@@ -171,7 +171,7 @@ void translate_pow(Context& ctx, const pt2::Node& node) {
     }));
     return;
   }
-  const bool constant_exponent = !exponent.tensor && exponent.scalar_dtype != DType::F32 &&
+  const bool constant_exponent = !exponent.tensor && !exponent.symbolic && exponent.scalar_dtype != DType::F32 &&
                                  exponent.scalar_dtype != DType::F64 && exponent.scalar >= 0 && exponent.scalar <= 64;
   LUMINAL_CHECK(constant_exponent && base.tensor, "pow of integer tensors is supported with a constant exponent in "
                 "[0, 64]; this node has ", exponent.tensor ? "a tensor exponent" : "another exponent");

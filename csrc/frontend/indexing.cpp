@@ -431,9 +431,8 @@ void translate_index_update(Context& ctx, const pt2::Node& node, bool accumulate
   Expr value = scatter_value(ir::load(2, b.dtype(source), j), dtype, accumulate);
   const pt2::Argument* alpha_arg = accumulate ? ctx.find_arg(node, "alpha") : nullptr;
   if (alpha_arg && !alpha_arg->is_none()) {
-    const Operand alpha = ctx.operand(node, "alpha");
-    LUMINAL_CHECK(!alpha.tensor, "index_add with a tensor alpha is not supported");
-    if (alpha.scalar != 1.0) value = ir::mul(value, ir::scalar_const(alpha.scalar, value->dtype));
+    const double alpha = ctx.operand(node, "alpha").number("index_add's alpha");
+    if (alpha != 1.0) value = ir::mul(value, ir::scalar_const(alpha, value->dtype));
   }
   ctx.set_output(node, b.scatter(self, source_shape, {index, source}, targets, value, accumulate));
 }

@@ -452,9 +452,7 @@ void translate_eye(Context& ctx, const pt2::Node& node) {
 
 // The number arguments of linspace/logspace.
 double number_arg(Context& ctx, const pt2::Node& node, std::string_view name) {
-  const Operand value = ctx.operand(node, name);
-  LUMINAL_CHECK(!value.tensor, "argument '", name, "' must be a number");
-  return value.scalar;
+  return ctx.operand(node, name).number("linspace/logspace's start, end and base");
 }
 
 // A Python number as torch's Scalar.to<dtype>() gives it (rounded on the host: a cast of a float

@@ -330,9 +330,8 @@ Operand Context::operand(const pt2::Node& node, std::string_view name) const {
     case pt2::Argument::Kind::Bool: return Operand::number(arg->as_bool() ? 1.0 : 0.0, DType::Bool);
     case pt2::Argument::Kind::SymInt: {
       const Expr e = symint_arg(node, name).value();
-      const auto c = ir::as_int_const(e);
-      if (!c) arg_error(node, name, "symbolic scalar operands are not supported yet");
-      return Operand::number(static_cast<double>(*c), DType::I64);
+      if (const auto c = ir::as_int_const(e)) return Operand::number(static_cast<double>(*c), DType::I64);
+      return Operand::symbol(e);
     }
     default: arg_error(node, name, str_cat("expected a tensor or number, got ", arg->tag()));
   }

@@ -9,6 +9,7 @@ import io
 import json
 import logging
 import math
+import operator
 import os
 import sys
 import threading
@@ -22,7 +23,7 @@ import torch.utils._pytree as pytree
 from torch.export import Dim
 
 from luminal import _C, export_cache
-from luminal._C import LuminalError, LuminalInputsOverlapError
+from luminal._C import LuminalCallInEagerError, LuminalError
 from luminal.decompositions import decomposition_table
 from luminal.guards import (
     GuardedFunction,
@@ -53,12 +54,37 @@ def reset_compile_count() -> None:
 
 
 @dataclass(frozen=True)
+class CallLayout:
+    """How a call's arguments become the program's inputs: the tensors at positions `tensors`, then
+    each integer argument at positions `sizes` as a size carrier (an empty ``[value + 2, 0]``
+    tensor, ``_C.CompiledGraph.size_carrier``): Dynamo passes dynamic integers that are no tensor's
+    size (a cache's step counter) as SymInts, and the core reads symbols from tensor shapes."""
+
+    tensors: tuple[int, ...]
+    sizes: tuple[int, ...] = ()
+
+    def inputs(self, args: Sequence[Any]) -> list[Any]:
+        carriers = [_C.CompiledGraph.size_carrier(_concrete_int(args[i])) for i in self.sizes]
+        return [args[i] for i in self.tensors] + carriers
+
+
+def _concrete_int(value: Any) -> int:
+    """An int argument's value; for a SymInt (compile time), its hint, without adding a guard."""
+    if isinstance(value, torch.SymInt):
+        hint = value.node.hint
+        if hint is None:
+            raise LuminalError(f"integer input {value} has no known value (data-dependent)")
+        return int(hint)
+    return int(value)
+
+
+@dataclass(frozen=True)
 class ExportedGraph:
     """A Dynamo graph exported to a PT2 archive, and how to call it."""
 
     archive: bytes
-    tensor_positions: tuple[int, ...]  # positions of tensor arguments among the call's arguments
-    input_roles: tuple[str, ...]  # "user", "parameter" or "buffer", per tensor argument
+    layout: CallLayout  # which call arguments are the program's inputs
+    input_roles: tuple[str, ...]  # "user", "parameter" or "buffer", per program input
     out_spec: pytree.TreeSpec | None  # structure of the graph's outputs
     # The program the archive holds when it was exported in this process (None on a cache hit):
     # the fallback partitions it instead of exporting again.
@@ -71,18 +97,19 @@ class CompiledFunction:
     With an ``eager`` path (the backend's Dynamo graph), the first call is checked: if it raises a
     LuminalError before any call succeeded (planning or binding errors that only show at run time),
     the graph runs in eager from then on, with one warning (strict: the error is raised). Eager then
-    also raises what eager raises (an out-of-range index given by the user). A call whose in-place
-    updated input shares memory with another input runs in eager (see LuminalInputsOverlapError)."""
+    also raises what eager raises (an out-of-range index given by the user). A call the compiled
+    graph cannot take runs in eager (see LuminalCallInEagerError: an in-place updated input that
+    shares memory with another input, inputs outside the sizes the export assumed)."""
 
     def __init__(self, graph: Any, exported: ExportedGraph, eager: EagerPath | None = None) -> None:
         self._graph = graph
-        self._positions = exported.tensor_positions
+        self._layout = exported.layout
         self._out_spec = exported.out_spec
         self._eager = eager
         self._checked = eager is None  # no eager path: errors go to the caller
         self._eager_reason: str | None = None
         flat_tuple = _is_flat_tuple(exported.out_spec)
-        graph.set_call_layout(list(self._positions), flat_tuple)
+        graph.set_call_layout(list(self._layout.tensors), flat_tuple, list(self._layout.sizes))
         # A flat tuple of outputs (the common case) needs no Python work per call.
         self._fast_call = graph.call if flat_tuple or exported.out_spec is None else None
 
@@ -93,11 +120,11 @@ class CompiledFunction:
             if self._fast_call is not None:
                 return self._fast_call(*args)
             return self._run(args)
-        except LuminalInputsOverlapError as error:
-            return self._aliased_call(args, error)
+        except LuminalCallInEagerError as error:
+            return self._eager_call(args, error)
 
     def _run(self, args: tuple[Any, ...]) -> Any:
-        outputs = self._graph.run([args[i] for i in self._positions])
+        outputs = self._graph.run(self._layout.inputs(args))
         return pytree.tree_unflatten(outputs, self._out_spec)
 
     def _first_call(self, args: tuple[Any, ...]) -> Any:
@@ -106,8 +133,8 @@ class CompiledFunction:
             return self._eager(*args)
         try:
             outputs = self._fast_call(*args) if self._fast_call is not None else self._run(args)
-        except LuminalInputsOverlapError as error:
-            return self._aliased_call(args, error)
+        except LuminalCallInEagerError as error:
+            return self._eager_call(args, error)
         except LuminalError as error:
             if self._eager.strict:
                 raise
@@ -117,10 +144,12 @@ class CompiledFunction:
         self._checked = True
         return outputs
 
-    def _aliased_call(self, args: tuple[Any, ...], error: LuminalError) -> Any:
+    def _eager_call(self, args: tuple[Any, ...], error: LuminalError) -> Any:
+        """A call the compiled graph cannot take (inputs that overlap an in-place update, or that do
+        not bind) runs in eager; later calls try luminal again."""
         if self._eager is None:
             raise error
-        self._eager.warn_once("overlap", f"luminal: a call runs in eager: {error}")
+        self._eager.warn_once(type(error).__name__, f"luminal: a call runs in eager: {first_line(error)}")
         return self._eager(*args)
 
     def ir(self, optimized: bool = True) -> str:
@@ -146,8 +175,8 @@ def export_through_cache(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     cached = export_cache.load(key) if key is not None else None
     if cached is not None:
         log.debug("luminal: export cache hit %s", key)
-        tensors = [example_inputs[i] for i in cached.tensor_positions]
-        _require_one_device([f"input {i}" for i in cached.tensor_positions], tensors)
+        tensors = [example_inputs[i] for i in cached.layout.tensors]
+        _require_one_device([f"input {i}" for i in cached.layout.tensors], tensors)
         return cached
     exported = export_graph(gm, example_inputs)
     if key is not None:
@@ -309,10 +338,10 @@ def _require_one_device(names: list[str], tensors: list[torch.Tensor]) -> None:
 # ------------------------------------------------------------------------------------------------
 def export_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> ExportedGraph:
     """Exports a Dynamo graph to an in-memory PT2 archive (no weights, no sample inputs inside)."""
-    exported, tensor_positions, roles = export_program(gm, example_inputs)
+    exported, layout, roles = export_program(gm, example_inputs)
     return ExportedGraph(
         archive=_serialize(exported),
-        tensor_positions=tensor_positions,
+        layout=layout,
         input_roles=roles,
         out_spec=output_spec(exported),
         program=exported,
@@ -321,10 +350,10 @@ def export_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Exp
 
 def export_program(
     gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
-) -> tuple[torch.export.ExportedProgram, tuple[int, ...], tuple[str, ...]]:
+) -> tuple[torch.export.ExportedProgram, CallLayout, tuple[str, ...]]:
     """torch.export of a Dynamo graph, decomposed to Core ATen. Every tensor argument becomes a user
-    input of the program (parameters included); returns the program, the positions of the tensor
-    arguments among the call's arguments and their roles."""
+    input of the program (parameters included), and every dynamic integer that is no tensor's size
+    a size carrier after them; returns the program, the call layout and the inputs' roles."""
     scalars = specialized_scalars(gm, example_inputs)
     gm = copy.deepcopy(gm)
     inline_scalars(gm, scalars)  # checked per call by GuardedFunction
@@ -334,7 +363,7 @@ def export_program(
 
     tensor_positions: list[int] = []
     roles: list[str] = []
-    symbolic: list[tuple[torch.fx.Node, Any]] = []
+    symbolic: list[tuple[int, torch.fx.Node, Any]] = []
     for position, (node, value) in enumerate(zip(placeholders, example_inputs, strict=True)):
         if not node.users:
             # Dynamo passes some values the graph never reads (e.g. module float attributes as
@@ -345,7 +374,7 @@ def export_program(
             tensor_positions.append(position)
             roles.append(_input_role(value))
         elif isinstance(value, (int, torch.SymInt)) and not isinstance(value, bool):
-            symbolic.append((node, value))
+            symbolic.append((position, node, value))
         else:
             raise LuminalError(
                 f"graph input '{node.name}' of type {type(value).__name__} is not supported "
@@ -353,15 +382,16 @@ def export_program(
             )
     tensor_nodes = [placeholders[i] for i in tensor_positions]
     _require_one_device([placeholders[i].name for i in tensor_positions], [example_inputs[i] for i in tensor_positions])
-    _replace_integer_placeholders(gm, tensor_nodes, symbolic)
+    carried = _replace_integer_placeholders(gm, tensor_nodes, symbolic)
     gm.recompile()
 
-    args = tuple(example_inputs[i] for i in tensor_positions)
-    dynamic_shapes = _dynamic_shapes(gm, tensor_nodes)
+    layout = CallLayout(tuple(tensor_positions), tuple(position for position, _ in carried))
+    args = tuple(layout.inputs(example_inputs))
+    dynamic_shapes = _dynamic_shapes(gm, tensor_nodes + [carrier for _, carrier in carried], len(tensor_nodes))
     with _luminal_export(), torch._guards.tracing(None):
         exported = torch.export.export(gm, args, dynamic_shapes=dynamic_shapes, strict=False, **_EXPORT_OPTIONS)
         exported = exported.run_decompositions(decomposition_table())
-    return exported, tuple(tensor_positions), tuple(roles)
+    return exported, layout, tuple(roles) + ("user",) * len(carried)
 
 
 # Shape checks that export cannot prove become run-time asserts rather than export errors (the
@@ -383,42 +413,61 @@ def _input_role(value: torch.Tensor) -> str:
 
 
 def _replace_integer_placeholders(
-    gm: torch.fx.GraphModule, tensor_nodes: list[torch.fx.Node], symbolic: list[tuple[torch.fx.Node, Any]]
-) -> None:
-    """Dynamo passes dynamic sizes as SymInt inputs, which torch.export rejects. Each is the size
-    of some tensor input's dimension, so it becomes ``aten.sym_size.int(tensor, dim)``."""
+    gm: torch.fx.GraphModule, tensor_nodes: list[torch.fx.Node], symbolic: list[tuple[int, torch.fx.Node, Any]]
+) -> list[tuple[int, torch.fx.Node]]:
+    """Dynamo passes dynamic sizes as SymInt inputs, which torch.export rejects. One that is the
+    size of a tensor input's dimension becomes ``aten.sym_size.int(tensor, dim)``; any other becomes
+    ``sym_size(carrier, 0) - 2`` of a new size-carrier input (see CallLayout). Returns the carriers
+    with the call positions of the integers they carry."""
     if not symbolic:
-        return
+        return []
     sources: dict[Any, tuple[torch.fx.Node, int]] = {}
     for node in tensor_nodes:
         example = node.meta.get("example_value")
         for dim, size in enumerate(getattr(example, "shape", ())):
             if isinstance(size, torch.SymInt):
                 sources.setdefault(size.node.expr, (node, dim))
-    anchor = tensor_nodes[-1] if tensor_nodes else None
-    for node, value in symbolic:
+    # The carriers are new placeholders after the last one; the size computations follow them all.
+    carriers: dict[torch.fx.Node, torch.fx.Node] = {}
+    last = [n for n in gm.graph.nodes if n.op == "placeholder"][-1]
+    for _, node, value in symbolic:
         example = node.meta.get("example_value", value)
-        if isinstance(example, int):
-            replacement: Any = example
-        else:
-            source = sources.get(example.node.expr) if isinstance(example, torch.SymInt) else None
-            if source is None:
-                raise LuminalError(
-                    f"dynamic integer input '{node.name}' ({example}) is not the size of any tensor input; "
-                    "luminal derives symbolic sizes from tensor shapes (pass it as a static value)"
-                )
-            with gm.graph.inserting_after(anchor):
-                replacement = gm.graph.call_function(torch.ops.aten.sym_size.int, source)
+        if isinstance(example, torch.SymInt) and example.node.expr not in sources:
+            with gm.graph.inserting_after(last):
+                last = carriers[node] = gm.graph.placeholder(f"{node.name}_size_carrier")
+    for _, node, value in symbolic:
+        example = node.meta.get("example_value", value)
+        with gm.graph.inserting_after(last):
+            if node in carriers:
+                size = gm.graph.call_function(torch.ops.aten.sym_size.int, (carriers[node], 0))
+                with gm.graph.inserting_after(size):
+                    replacement: Any = gm.graph.call_function(operator.sub, (size, _SIZE_CARRIER_OFFSET))
+            elif isinstance(example, torch.SymInt):
+                replacement = gm.graph.call_function(torch.ops.aten.sym_size.int, sources[example.node.expr])
+            else:
+                replacement = example
         node.replace_all_uses_with(replacement)
         gm.graph.erase_node(node)
     gm.graph.lint()
     gm.recompile()
+    return [(position, carriers[node]) for position, node, _ in symbolic if node in carriers]
 
 
-def _dynamic_shapes(gm: torch.fx.GraphModule, tensor_nodes: list[torch.fx.Node]) -> tuple[Any, ...] | None:
-    """Dimensions Dynamo made symbolic stay symbolic (Dim.AUTO) in the export."""
+# A size carrier's leading size is its integer plus this (kept in step with the C++ side's
+# kSizeCarrierOffset): torch.export specializes sizes 0 and 1, so the carried value may be 0 or 1.
+_SIZE_CARRIER_OFFSET = 2
+
+
+def _dynamic_shapes(
+    gm: torch.fx.GraphModule, nodes: list[torch.fx.Node], carriers_from: int
+) -> tuple[Any, ...] | None:
+    """Dimensions Dynamo made symbolic stay symbolic (Dim.AUTO) in the export, as does the leading
+    size of every size carrier (nodes from `carriers_from` on)."""
     shapes: list[dict[int, Any] | None] = []
-    for node in tensor_nodes:
+    for k, node in enumerate(nodes):
+        if k >= carriers_from:
+            shapes.append({0: Dim.AUTO})
+            continue
         example = node.meta.get("example_value")
         dims = {d: Dim.AUTO for d, s in enumerate(getattr(example, "shape", ())) if isinstance(s, torch.SymInt)}
         shapes.append(dims or None)

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("luminal")
 
-_FORMAT = 1  # bump when the stored layout or the export recipe changes
+_FORMAT = 2  # bump when the stored layout or the export recipe changes
 _DEFAULT_LIMIT_BYTES = 2 << 30
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -97,7 +97,7 @@ def cache_key(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], roles: Se
 
 
 def load(key: str) -> ExportedGraph | None:
-    from luminal.backend import ExportedGraph  # noqa: PLC0415
+    from luminal.backend import CallLayout, ExportedGraph  # noqa: PLC0415
 
     directory = cache_directory()
     if directory is None:
@@ -113,7 +113,9 @@ def load(key: str) -> ExportedGraph | None:
             os.utime(used)
         return ExportedGraph(
             archive=archive,
-            tensor_positions=tuple(int(p) for p in meta["tensor_positions"]),
+            layout=CallLayout(
+                tuple(int(p) for p in meta["tensor_positions"]), tuple(int(p) for p in meta["size_positions"])
+            ),
             input_roles=tuple(str(r) for r in meta["input_roles"]),
             out_spec=out_spec,
         )
@@ -134,7 +136,8 @@ def store(key: str, exported: ExportedGraph) -> None:
         log.debug("luminal: export not cached: %s", error)
         return
     meta = {
-        "tensor_positions": list(exported.tensor_positions),
+        "tensor_positions": list(exported.layout.tensors),
+        "size_positions": list(exported.layout.sizes),
         "input_roles": list(exported.input_roles),
         "out_spec": out_spec,
         "archive_sha256": hashlib.sha256(exported.archive).hexdigest(),

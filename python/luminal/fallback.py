@@ -36,6 +36,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 from luminal import _C
 from luminal._C import LuminalError, LuminalUnsupportedError
 from luminal.backend import (
+    CallLayout,
     ExportedGraph,
     compile_exported,
     export_graph,
@@ -243,12 +244,12 @@ class FallbackFunction:
         self,
         program: torch.export.ExportedProgram,
         module: torch.fx.GraphModule,
-        tensor_positions: tuple[int, ...],
+        layout: CallLayout,
         report: FallbackReport,
         eager: EagerPath,
     ) -> None:
         self._module = module
-        self._positions = tensor_positions
+        self._layout = layout
         self._report = report
         self._eager = eager
         self._compiled: dict[str, Any] = {}  # partition name -> CompiledFunction, once compiled
@@ -279,11 +280,11 @@ class FallbackFunction:
         self._mutated = sorted({target for target in self._outputs if target >= 0})
 
     def program_inputs(self, args: Sequence[Any]) -> list[Any]:
-        tensors = [args[i] for i in self._positions]
+        tensors = self._layout.inputs(args)
         return [tensors[index] if index >= 0 else value for index, value in self._inputs]
 
     def __call__(self, *args: Any) -> Any:
-        tensors = [args[i] for i in self._positions]
+        tensors = self._layout.inputs(args)
         if self._mutated:
             overlap = overlapping_inputs(tensors, self._mutated)
             if overlap is not None:
@@ -363,9 +364,7 @@ def compile_with_fallback(
     eager = EagerPath(gm.forward, options.strict)
     for _ in range(len(program.graph.nodes) + 1):  # each round takes out at least one more node
         try:
-            function = _partition_and_compile(
-                program, exported.tensor_positions, example_inputs, refused, options, eager
-            )
+            function = _partition_and_compile(program, exported.layout, example_inputs, refused, options, eager)
         except _MoreRefusals as more:
             refused.update(more.nodes)
             continue
@@ -376,7 +375,7 @@ def compile_with_fallback(
 
 def _partition_and_compile(
     program: torch.export.ExportedProgram,
-    tensor_positions: tuple[int, ...],
+    layout: CallLayout,
     example_inputs: Sequence[Any],
     refused: dict[str, EagerNode],
     options: Options,
@@ -398,7 +397,7 @@ def _partition_and_compile(
     fused = partitioner.fuse_partitions(kept, _PARTITION_PREFIX) if kept else module
     _copy_argument_metadata(fused)
 
-    function = FallbackFunction(program, fused, tensor_positions, report, eager)
+    function = FallbackFunction(program, fused, layout, report, eager)
     compiled, in_luminal = _compile_partitions(
         fused, function.program_inputs(list(example_inputs)), options, refused, report
     )

@@ -1,0 +1,77 @@
+"""Dynamic integer arguments that are no tensor's size (a cache's step counter, an offset): Dynamo passes
+them as SymInts after a second value; luminal carries each as the size of an empty tensor and binds it
+as a shape symbol, so one compile serves every value."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+import torch
+
+import luminal
+from helpers import assert_same, capturing_backend, rand
+from luminal.policy import LuminalFallbackWarning
+
+
+def shifted(x: torch.Tensor, n: int) -> torch.Tensor:
+    positions = torch.arange(x.shape[-1], device=x.device) + n  # a symbolic scalar operand
+    return x * n + positions.to(x.dtype) - (n // 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64], ids=str)
+def test_integer_argument_stays_symbolic(dtype: torch.dtype, device: str) -> None:
+    captured: list[Any] = []
+    compiled = torch.compile(shifted, backend=capturing_backend(captured))
+    x = rand(3, 5, dtype=dtype, device=device)
+    for n in (3, 5, 0, 1, 12, 7):  # 0 and 1 after the integer became dynamic: carried, not specialized
+        assert_same(compiled(x, n), shifted(x, n))
+    # The first value compiles specialized; the second makes the integer dynamic; no more compiles.
+    assert luminal.compile_count() == 2
+    assert all(not c.stats().get("fallback", False) for c in captured)
+
+
+def test_integer_argument_outside_the_carried_range_runs_in_eager(device: str) -> None:
+    compiled = torch.compile(shifted, backend="luminal")
+    x = rand(2, 4, device=device)
+    for n in (3, 5):
+        assert_same(compiled(x, n), shifted(x, n))
+    with pytest.warns(LuminalFallbackWarning, match="runs in eager"):
+        assert_same(compiled(x, -9), shifted(x, -9))  # luminal cannot carry it: this call runs in eager
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_same(compiled(x, 4), shifted(x, 4))  # later calls are luminal's again, silently
+
+
+def test_integer_argument_feeds_a_scalar_tensor(device: str) -> None:
+    def fn(x: torch.Tensor, n: int) -> torch.Tensor:
+        return x + torch.scalar_tensor(n, device=x.device) * 2
+
+    compiled = torch.compile(fn, backend="luminal")
+    x = rand(4, device=device)
+    for n in (2, 9, 4):
+        assert_same(compiled(x, n), fn(x, n))
+
+
+@torch.library.custom_op("luminal_test::twist", mutates_args=())
+def twist(x: torch.Tensor) -> torch.Tensor:
+    return x.flip(-1) * 0.5
+
+
+@twist.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+def test_integer_argument_in_a_partitioned_graph(device: str) -> None:
+    """A graph with an op luminal does not know: the carried integer reaches the luminal partitions."""
+
+    def fn(x: torch.Tensor, n: int) -> torch.Tensor:
+        return twist(shifted(x, n)) + n
+
+    compiled = torch.compile(fn, backend="luminal")
+    x = rand(3, 4, device=device)
+    with pytest.warns(LuminalFallbackWarning, match="twist"):
+        for n in (2, 6, 3):
+            assert_same(compiled(x, n), fn(x, n))
