@@ -12,8 +12,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 APT_PACKAGES := cmake ninja-build g++ libzip-dev zipcmp zipmerge ziptool nlohmann-json3-dev libgtest-dev
 PY_PACKAGES := torch pytest numpy pybind11 "scikit-build-core>=0.10" ninja
-# Optional: when it installs, the Hugging Face model tests run; otherwise they skip.
-OPTIONAL_PY_PACKAGES := transformers
+# Optional: when they install, the Hugging Face, torchvision and timm model tests run; otherwise they skip.
+OPTIONAL_PY_PACKAGES := transformers torchvision timm
 
 APT_STAMP := build/.apt-installed
 VENV_STAMP := $(VENV)/.installed
@@ -39,7 +39,11 @@ $(VENV_STAMP):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(PY_PACKAGES)
-	$(PY) -m pip install -q $(OPTIONAL_PY_PACKAGES) || echo "optional packages not installed: their tests skip"
+	@# torch stays the version installed above: an optional package that needs another is skipped.
+	@torch_version=$$($(PY) -c 'import torch; print(torch.__version__.split("+")[0])'); \
+	for p in $(OPTIONAL_PY_PACKAGES); do \
+	  $(PY) -m pip install -q $$p "torch==$$torch_version" || echo "optional package $$p not installed: its tests skip"; \
+	done
 	@touch $@
 
 $(BUILD_STAMP): $(APT_STAMP) $(VENV_STAMP) $(SOURCES)

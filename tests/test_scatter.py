@@ -11,7 +11,16 @@ import torch
 
 from helpers import FLOAT_DTYPES, assert_raises_when_run, assert_same, capturing_backend, check, non_contiguous, rand
 
-DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64, torch.int32, torch.uint8, torch.bool]
+DTYPES = [
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    torch.float64,
+    torch.int64,
+    torch.int32,
+    torch.uint8,
+    torch.bool,
+]
 
 
 def put(indices: list[Any], accumulate: bool = False):
@@ -53,7 +62,11 @@ def test_index_put_arrangements(arrangement: str, device: str) -> None:
         "separated_pair": [torch.tensor([1, 4], device=device), None, torch.tensor([6, 2], device=device)],
         "broadcast_2d": [torch.tensor([[0], [3], [4]], device=device), torch.tensor([[1, 5]], device=device)],
         "negative": [None, torch.tensor([-1, -6, 2], device=device)],
-        "int32": [torch.tensor([3, 1], dtype=torch.int32, device=device), None, torch.tensor([2, 5], dtype=torch.int32, device=device)],
+        "int32": [
+            torch.tensor([3, 1], dtype=torch.int32, device=device),
+            None,
+            torch.tensor([2, 5], dtype=torch.int32, device=device),
+        ],
     }[arrangement]
     target_shape = x[tuple(slice(None) if i is None else i for i in idx)].shape
     check(put(idx), x, rand(*target_shape, device=device), *tensors_of(idx))
@@ -62,7 +75,9 @@ def test_index_put_arrangements(arrangement: str, device: str) -> None:
     check(put(idx), non_contiguous(x), non_contiguous(rand(*target_shape, device=device)), *tensors_of(idx))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.int8, torch.bool], ids=str)
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.int8, torch.bool], ids=str
+)
 def test_index_put_accumulate_with_duplicates(dtype: torch.dtype, device: str) -> None:
     x = rand(6, 4, dtype=dtype, device=device)
     rows = torch.tensor([1, 1, 5, -1, 0, 1], device=device)  # 1 three times, 5 twice (-1 wraps)
@@ -84,7 +99,11 @@ def test_index_put_out_of_range_raises(device: str) -> None:
     compiled = torch.compile(put([None, torch.tensor([0])]), backend="luminal")
     x, values = rand(3, 4, device=device), rand(3, 1, device=device)
     assert_raises_when_run(
-        compiled, x, values, torch.tensor([4], device=device), match="out of bounds",
+        compiled,
+        x,
+        values,
+        torch.tensor([4], device=device),
+        match="out of bounds",
         valid=(x, values, torch.tensor([3], device=device)),
     )
 
@@ -109,7 +128,13 @@ def test_index_add_with_duplicates(alpha: int, dtype: torch.dtype, device: str) 
     index = torch.tensor([2, 0, 2, 5, 2], device=device)
     source = rand(5, 5, dtype=dtype, device=device)
     check(lambda t, i, s: t.index_add(0, i, s, alpha=alpha), x, index, source, tolerance_scale=4)
-    check(lambda t, i, s: t.index_add(1, i, s, alpha=alpha), x, index[:3], rand(6, 3, dtype=dtype, device=device), tolerance_scale=4)
+    check(
+        lambda t, i, s: t.index_add(1, i, s, alpha=alpha),
+        x,
+        index[:3],
+        rand(6, 3, dtype=dtype, device=device),
+        tolerance_scale=4,
+    )
 
 
 def test_index_copy_out_of_range_and_negative_raise(device: str) -> None:
@@ -118,7 +143,9 @@ def test_index_copy_out_of_range_and_negative_raise(device: str) -> None:
     for bad in (4, -1):
         torch._dynamo.reset()
         compiled = torch.compile(lambda t, i, s: t.index_copy(0, i, s), backend="luminal")
-        assert_raises_when_run(compiled, x, torch.tensor([bad], device=device), source, match="out of bounds", valid=valid)
+        assert_raises_when_run(
+            compiled, x, torch.tensor([bad], device=device), source, match="out of bounds", valid=valid
+        )
 
 
 def write_cache(cache: torch.Tensor, pos: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
@@ -127,7 +154,11 @@ def write_cache(cache: torch.Tensor, pos: torch.Tensor, new: torch.Tensor) -> to
 
 
 def cache_and_update(device: str, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, ...]:
-    return rand(2, 3, 64, 8, dtype=dtype, device=device), torch.tensor([7], device=device), rand(2, 3, 1, 8, dtype=dtype, device=device)
+    return (
+        rand(2, 3, 64, 8, dtype=dtype, device=device),
+        torch.tensor([7], device=device),
+        rand(2, 3, 1, 8, dtype=dtype, device=device),
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)

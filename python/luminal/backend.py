@@ -458,9 +458,7 @@ def _replace_integer_placeholders(
 _SIZE_CARRIER_OFFSET = 2
 
 
-def _dynamic_shapes(
-    gm: torch.fx.GraphModule, nodes: list[torch.fx.Node], carriers_from: int
-) -> tuple[Any, ...] | None:
+def _dynamic_shapes(gm: torch.fx.GraphModule, nodes: list[torch.fx.Node], carriers_from: int) -> tuple[Any, ...] | None:
     """Dimensions Dynamo made symbolic stay symbolic (Dim.AUTO) in the export, as does the leading
     size of every size carrier (nodes from `carriers_from` on)."""
     shapes: list[dict[int, Any] | None] = []

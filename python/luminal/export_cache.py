@@ -60,6 +60,15 @@ def _describe_input(value: Any, role: str | None) -> str:
     return f"{type(value).__name__} {value}"
 
 
+def _concrete_sizes(value: Any) -> str:
+    """The sizes (or the value of an integer) a symbolic example input had in this compile."""
+    if isinstance(value, torch.Tensor):
+        return str([int(s.node.hint) if isinstance(s, torch.SymInt) else int(s) for s in value.shape])
+    if isinstance(value, torch.SymInt):
+        return str(value.node.hint)
+    return ""
+
+
 @functools.cache
 def _recipe_fingerprint() -> str:
     """The luminal version and the export code itself: editing the recipe invalidates entries."""
@@ -90,6 +99,9 @@ def cache_key(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], roles: Se
     for node, value, role in zip(placeholders, example_inputs, roles, strict=True):
         example = node.meta.get("example_value", value)
         parts.append(f"{node.name}: {_describe_input(example, role)} used={bool(node.users)}")
+        # torch.export traces with the concrete sizes behind the symbols and may specialize on them
+        # (a decomposition's branch on a size): the same symbolic graph with other sizes is another key.
+        parts.append(f"  concrete: {_concrete_sizes(value)}")
     # Scalars the export bakes in (see guards.specialized_scalars): their values are part of the key.
     for position, scalar in sorted(specialized_scalars(gm, example_inputs).items()):
         parts.append(f"scalar {position} = {scalar!r}")

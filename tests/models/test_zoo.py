@@ -13,7 +13,7 @@ import torch
 
 import luminal
 from helpers import assert_same, capturing_backend
-from zoo import VOCAB, ZOO, ZooModel, _decoder_config, available
+from zoo import VOCAB, ZOO, ZooModel, available, decoder_config
 
 
 @pytest.fixture(autouse=True)
@@ -51,6 +51,27 @@ def test_model_matches_eager_without_fallback(entry: ZooModel, dtype: torch.dtyp
     assert luminal.compile_count() >= 1
 
 
+VARYING = ["llama", "gpt2", "qwen3_moe", "gemma3", "bert", "t5_encoder"]
+
+
+@pytest.mark.parametrize("name", VARYING)
+def test_varying_sequence_length_stays_in_luminal(name: str, device: str) -> None:
+    """A second sequence length makes Dynamo recompile with a symbolic length (automatic dynamic
+    shapes); that graph compiles whole too and serves every later length."""
+    entry = next(e for e in ZOO if e.name == name)
+    if not available(entry.library):
+        pytest.skip(f"{entry.library} is not installed")
+    model, forward, _ = entry.build(device, torch.float32)
+    compiled = torch.compile(forward, backend="luminal")
+    with torch.no_grad():
+        for length in (11, 6, 15, 9):
+            ids = torch.randint(3, VOCAB, (2, length), device=device)
+            mask = torch.ones_like(ids)
+            mask[1, :2] = 0
+            assert_same(compiled(ids, mask), forward(ids, mask), tolerance_scale=entry.tolerance_scale)
+    assert luminal.compile_count() == 2
+
+
 DECODERS = [
     ("LlamaForCausalLM", "LlamaConfig", {}),
     ("Qwen3ForCausalLM", "Qwen3Config", {"head_dim": 16}),
@@ -69,7 +90,7 @@ def test_static_cache_decode(
     if dtype == torch.bfloat16 and device == "cpu":
         pytest.skip("bfloat16 LLMs run on CUDA")
     torch.manual_seed(0)
-    model = getattr(transformers, class_name)(_decoder_config(config_name, **overrides)).to(device, dtype).eval()
+    model = getattr(transformers, class_name)(decoder_config(config_name, **overrides)).to(device, dtype).eval()
     cache = transformers.StaticCache(config=model.config, max_cache_len=24)
     prompt = torch.randint(3, VOCAB, (2, 5), device=device)
     with torch.no_grad():

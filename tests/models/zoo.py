@@ -70,7 +70,7 @@ def _finish(model: torch.nn.Module, device: str, dtype: torch.dtype) -> torch.nn
 # ------------------------------------------------------------------------------------------------
 # Hugging Face
 # ------------------------------------------------------------------------------------------------
-def _decoder_config(name: str, **overrides: Any) -> Any:
+def decoder_config(name: str, **overrides: Any) -> Any:
     import transformers
 
     common = dict(
@@ -129,7 +129,7 @@ def _encoder(class_name: str, config: Any, inputs: str = "ids") -> Callable[[str
 
 
 def _hf(name: str, **overrides: Any) -> Callable[[], Any]:
-    return lambda: _decoder_config(name, **overrides)
+    return lambda: decoder_config(name, **overrides)
 
 
 def _plain_config(name: str, **fields: Any) -> Callable[[], Any]:
@@ -205,7 +205,12 @@ HF_MODELS = [
         _encoder(
             "DistilBertModel",
             _plain_config(
-                "DistilBertConfig", vocab_size=VOCAB, dim=64, n_layers=2, n_heads=4, hidden_dim=112,
+                "DistilBertConfig",
+                vocab_size=VOCAB,
+                dim=64,
+                n_layers=2,
+                n_heads=4,
+                hidden_dim=112,
                 max_position_embeddings=64,
             ),
         ),
