@@ -388,14 +388,16 @@ std::vector<PointwisePiece> split_pointwise(const Node& node) {
 void lower_small_matmuls(Graph& graph, const OptimizeOptions& options) {
   for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
     Node& node = graph.node(id);
-    if (node.kind != NodeKind::MatMul || (node.dtype != DType::F32 && node.dtype != DType::F64)) continue;
+    if (node.kind != NodeKind::MatMul || !is_floating(node.dtype) || node.epilogue != ir::MatMulEpilogue::None) continue;
+    const bool half = node.dtype == DType::F16 || node.dtype == DType::BF16;
     const size_t rank = node.rank();
     const Node& a = graph.node(node.inputs[0]);
     const auto k = ir::as_int_const(a.shape[rank - 1]);
     const auto n = ir::as_int_const(node.shape[rank - 1]);
-    const bool small = options.lower_all_matmuls ||
-                       (k && n && *k <= options.small_matmul_k && *n <= options.small_matmul_k_max_n) ||
-                       (n && *n <= options.small_matmul_n);
+    const bool small_shape = (k && n && *k <= options.small_matmul_k && *n <= options.small_matmul_k_max_n) ||
+                             (n && *n <= options.small_matmul_n);
+    // (The row pipeline lowers every f32/f64 matmul; half-precision ones only when small.)
+    const bool small = small_shape || (options.lower_all_matmuls && !half);
     if (!small) continue;
     // out[b, m, n] = sum over r < K of a[b, m, r] * b[b, r, n]
     std::vector<Expr> a_index, b_index;
@@ -407,6 +409,15 @@ void lower_small_matmuls(Graph& graph, const OptimizeOptions& options) {
     a_index.push_back(ir::reduce_var(0));
     b_index.push_back(ir::reduce_var(0));
     b_index.push_back(ir::loop_var(static_cast<int>(rank - 1)));
+    if (half) {
+      // f16/bf16: products summed in f32 and rounded once, as cuBLAS accumulates: an inline fold
+      // (a reduction node would round every product to the storage dtype).
+      const Expr product = ir::mul(ir::cast(ir::load(0, node.dtype, a_index), DType::F32),
+                                   ir::cast(ir::load(1, node.dtype, b_index), DType::F32));
+      node.kind = NodeKind::Pointwise;
+      node.body = ir::cast(ir::fold(ir::ReduceOp::Sum, 0, a.shape[rank - 1], product), node.dtype);
+      continue;
+    }
     node.kind = NodeKind::Reduce;
     node.reduce_op = ir::ReduceOp::Sum;
     node.reduce_extents = {a.shape[rank - 1]};

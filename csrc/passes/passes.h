@@ -37,9 +37,9 @@ ir::Graph eliminate_dead_code(const ir::Graph& graph);
 // Substitutes pointwise producers into the bodies of pointwise and reduce consumers.
 void inline_pointwise(ir::Graph& graph, const OptimizeOptions& options);
 
-// Turns f32/f64 matmuls with a static short inner dimension (and few columns) or very few output
-// columns into sum
-// reductions, which fuse with their producers and consumers (cuBLASLt keeps the large ones).
+// Turns matmuls with a static short inner dimension (and few columns) or very few output columns
+// into sum reductions (f32/f64) or inline folds summed in f32 (f16/bf16), which fuse with their
+// producers and consumers (cuBLASLt keeps the large ones).
 void lower_small_matmuls(ir::Graph& graph, const OptimizeOptions& options);
 
 // Inlines a reduction read at one place by a pointwise consumer as a fold inside the consumer's
