@@ -88,6 +88,18 @@ def check(fn: Callable[..., Any], *args: Any, tolerance_scale: float = 1.0, dyna
     return actual
 
 
+# A user's custom op (x.flip(-1) * 0.5): luminal can never know it, so a graph that calls it
+# always runs partly in eager.
+@torch.library.custom_op("luminal_test::opaque", mutates_args=())
+def opaque(x: torch.Tensor) -> torch.Tensor:
+    return x.flip(-1) * 0.5
+
+
+@opaque.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
 def rand(*shape: int, dtype: torch.dtype = torch.float32, device: str = "cpu", low: float = -3.0, high: float = 3.0):
     """Fresh random values of any dtype (never all zeros or ones)."""
     if dtype == torch.bool:

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import luminal
-from helpers import assert_raises_when_run, assert_same, capturing_backend, rand
+from helpers import assert_raises_when_run, assert_same, capturing_backend, opaque, rand
 from luminal import _C
 from luminal.policy import LuminalFallbackWarning
 
@@ -32,15 +32,6 @@ def _compile_and_run(
     return output, messages, captured
 
 
-# A user's custom op: luminal can never know it.
-@torch.library.custom_op("luminal_test_policy::shuffle", mutates_args=())
-def shuffle(x: torch.Tensor) -> torch.Tensor:
-    return x.flip(-1) * 0.5
-
-
-@shuffle.register_fake
-def _(x: torch.Tensor) -> torch.Tensor:
-    return torch.empty_like(x)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -144,7 +135,7 @@ def test_partition_refused_alone_is_partitioned_again(monkeypatch: pytest.Monkey
     monkeypatch.setattr(_C, "refused_nodes", misses_pow_on_the_whole_graph)
 
     def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        z = shuffle(x.float())
+        z = opaque(x.float())
         return (z + 1).sum() + ((x * 2) ** y).sum()
 
     x, y = (
@@ -156,7 +147,7 @@ def test_partition_refused_alone_is_partitioned_again(monkeypatch: pytest.Monkey
     stats = captured[0].stats()
     assert sorted(n["target"] for n in stats["eager_nodes"].values()) == [
         "torch.ops.aten.pow.Tensor_Tensor",
-        "torch.ops.luminal_test_policy.shuffle.default",
+        "torch.ops.luminal_test.opaque.default",
     ]
     assert stats["eager_partitions"] == [] and len(stats["partitions"]) >= 2
     assert len(messages) == 1 and len(calls) >= 2
@@ -187,7 +178,7 @@ def test_failing_partition_runs_in_eager_with_its_reason(
     monkeypatch.setattr(fallback, "compile_exported", fails_for_tanh)
 
     def fn(x: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(shuffle(torch.relu(x) * 2)) + 1
+        return torch.tanh(opaque(torch.relu(x) * 2)) + 1
 
     x = rand(4, 5, device=device)
     output, messages, captured = _compile_and_run(fn, x)
@@ -198,7 +189,7 @@ def test_failing_partition_runs_in_eager_with_its_reason(
     assert "code generation failed (simulated)" in failed["reason"]
     assert "torch.ops.aten.tanh.default" in failed["ops"]
     assert len(messages) == 1 and "code generation failed (simulated)" in messages[0]
-    assert "aten.tanh.default" in messages[0] and "luminal_test_policy.shuffle.default (shuffle)" in messages[0]
+    assert "aten.tanh.default" in messages[0] and "luminal_test.opaque.default (opaque)" in messages[0]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -506,7 +497,7 @@ def test_flop_share_weighs_matmuls(device: str) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64)).to(device)
 
     def fn(x: torch.Tensor) -> torch.Tensor:
-        return shuffle(model(x))
+        return opaque(model(x))
 
     x = rand(32, 64, device=device)
     output, messages, captured = _compile_and_run(fn, x)

@@ -384,9 +384,9 @@ class KernelWriter {
       case DType::BF16: return str_cat("lm_atomic_add_bf(", target, ", ", value, ");");
       case DType::I64: return str_cat("atomicAdd((lm_u64*)", target, ", (lm_u64)", value, ");");
       case DType::I32: return str_cat("atomicAdd((unsigned int*)", target, ", (unsigned int)", value, ");");
-      case DType::I16: return str_cat("lm_atomic_add_u16((unsigned short*)", target, ", (unsigned int)", value, ");");
+      case DType::I16: return str_cat("lm_atomic_add_narrow(", target, ", (unsigned int)", value, ", 16u);");
       case DType::I8:
-      case DType::U8: return str_cat("lm_atomic_add_u8((unsigned char*)", target, ", (unsigned int)", value, ");");
+      case DType::U8: return str_cat("lm_atomic_add_narrow(", target, ", (unsigned int)", value, ", 8u);");
       case DType::Bool: return str_cat("if (", value, " != 0) *", target, " = 1;");
     }
     fail("internal error: scatter accumulation of ", dtype_name(node_.dtype));
@@ -1639,24 +1639,16 @@ __device__ __forceinline__ void lm_atomic_update16(unsigned short* address, floa
 }
 __device__ __forceinline__ void lm_atomic_add_h(unsigned short* address, float value) { lm_atomic_update16(address, value, false); }
 __device__ __forceinline__ void lm_atomic_add_bf(unsigned short* address, float value) { lm_atomic_update16(address, value, true); }
-__device__ __forceinline__ void lm_atomic_add_u16(unsigned short* address, unsigned int value) {
-  unsigned int* word = (unsigned int*)((lm_u64)address & ~(lm_u64)3);
-  const unsigned int shift = ((lm_u64)address & 2) ? 16u : 0u;
-  unsigned int old = *word, assumed;
-  do {
-    assumed = old;
-    const unsigned int next = (((assumed >> shift) + value) & 0xffffu) << shift;
-    old = atomicCAS(word, assumed, (assumed & ~(0xffffu << shift)) | next);
-  } while (assumed != old);
-}
-__device__ __forceinline__ void lm_atomic_add_u8(unsigned char* address, unsigned int value) {
+// (element + value) modulo 2^bits for an 8- or 16-bit integer element (bits: 8 or 16).
+__device__ __forceinline__ void lm_atomic_add_narrow(void* address, unsigned int value, unsigned int bits) {
   unsigned int* word = (unsigned int*)((lm_u64)address & ~(lm_u64)3);
   const unsigned int shift = ((unsigned int)((lm_u64)address & 3)) * 8u;
+  const unsigned int mask = ((1u << bits) - 1u) << shift;
   unsigned int old = *word, assumed;
   do {
     assumed = old;
-    const unsigned int next = (((assumed >> shift) + value) & 0xffu) << shift;
-    old = atomicCAS(word, assumed, (assumed & ~(0xffu << shift)) | next);
+    const unsigned int next = (((assumed >> shift) + value) << shift) & mask;
+    old = atomicCAS(word, assumed, (assumed & ~mask) | next);
   } while (assumed != old);
 }
 // Shape arithmetic (divisors are positive sizes).
