@@ -238,8 +238,9 @@ def _extra() -> dict[Any, Any]:
     return table
 
 
-# Translated for some forms only: the decomposition serves the rest (floor_divide of floats).
-_DECOMPOSED_THOUGH_TRANSLATED = frozenset({"torch.ops.aten.floor_divide.default"})
+# Targets translated for some forms only, whose decomposition serves the rest (none at present:
+# floor_divide of floats, once decomposed here, is translated since).
+_DECOMPOSED_THOUGH_TRANSLATED: frozenset[str] = frozenset()
 
 
 def natively_translated() -> frozenset[str]:
