@@ -8,7 +8,11 @@ per-model timeout; a crash in one model does not stop the sweep). Outcomes:
 
 - ``ok``: no fallback, outputs within tolerance of eager;
 - ``fallback``: a ``LuminalFallbackWarning`` named ops that ran in eager (outputs still compared);
-- ``mismatch``: outputs differ from eager beyond tolerance (max abs diff and the output's scale);
+- ``mismatch``: outputs differ from eager beyond tolerance (max abs diff and the output's scale)
+  and luminal is further than eager from a float64 rerun (within 4x of eager's own error: ``ok``,
+  with a note);
+- ``unstable``: integer outputs differ, but eager float32 itself differs from float64 as much
+  (data-dependent selection on near ties, e.g. NMS with random weights);
 - ``error``: an exception in the compiled run (type, first line, the ATen op it names);
 - ``timeout`` / ``crash``: the subprocess ran past ``--timeout`` or died;
 - ``skip``: the model could not be built or run eagerly offline (the reason is recorded).
@@ -135,6 +139,10 @@ def compare(actual: Any, expected: Any, dtype_name: str, scale_factor: float, re
         result.details.extend(failed)
 
 
+def _max_abs(t: torch.Tensor) -> float:
+    return float(t.abs().max()) if t.numel() else 0.0
+
+
 def judge_against_reference(
     model: Any, forward: Callable[..., Any], inputs: tuple[Any, ...], actual: Any, expected: Any, result: Result
 ) -> None:
@@ -143,9 +151,10 @@ def judge_against_reference(
     (plus a little), the difference is rounding noise of a long computation and the status is
     not a mismatch (a note records both errors)."""
     got, want = _flat_tensors(actual), _flat_tensors(expected)
-    if not want or not all(t.is_floating_point() for t in want):
+    floating = [k for k, t in enumerate(want) if t.is_floating_point()]
+    if not floating or len(got) != len(want):
         return
-    wide = torch.float64 if want[0].dtype == torch.float32 else torch.float32
+    wide = torch.float64 if want[floating[0]].dtype == torch.float32 else torch.float32
     try:
         model.to(wide)
         wide_inputs = tuple(t.to(wide) if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs)
@@ -153,13 +162,24 @@ def judge_against_reference(
     except Exception as error:  # noqa: BLE001  (the judgement is optional)
         result.details.append(f"no {wide} reference: {type(error).__name__}: {str(error)[:200]}")
         return
-    if len(reference) != len(want):
+    if len(reference) != len(want) or any(reference[k].shape != want[k].shape for k in floating):
+        result.details.append(f"the {wide} rerun gives outputs of other shapes: eager itself is unstable here")
         return
-    ours = max(float((a.to(wide) - r).abs().max()) for a, r in zip(got, reference, strict=True))
-    theirs = max(float((e.to(wide) - r).abs().max()) for e, r in zip(want, reference, strict=True))
-    scale = max(float(r.abs().max()) for r in reference)
+    ours = max(_max_abs(got[k].to(wide) - reference[k]) for k in floating)
+    theirs = max(_max_abs(want[k].to(wide) - reference[k]) for k in floating)
+    scale = max(_max_abs(reference[k]) for k in floating)
     result.details.append(f"vs {wide}: luminal max err {ours:.3g}, eager max err {theirs:.3g}, scale {scale:.3g}")
-    if ours <= 4 * theirs + 1e-6 * scale:
+    integers_agree = all(torch.equal(got[k], want[k]) for k in range(len(want)) if k not in floating)
+    if not integers_agree and theirs >= ours / 4:
+        # Data-dependent selection on near ties (NMS of random-weight detectors): eager's own
+        # rounding changes what is selected as much as luminal's does.
+        result.status = "unstable"
+        result.note = (
+            f"integer outputs differ, but eager float32 is as far from {wide} (err {theirs:.2g}) as "
+            f"luminal (err {ours:.2g}): not evidence of a luminal bug"
+        )
+        return
+    if integers_agree and ours <= 4 * theirs + 1e-6 * scale:
         result.status = "ok"
         result.note = (
             f"beyond tolerance vs eager, but as close to {wide} as eager is "

@@ -276,6 +276,48 @@ def hf_audio(class_name: str, config_name: str, **fields: Any) -> Callable[[str,
     return build
 
 
+def hf_custom(
+    class_name: str,
+    config: Callable[[], Any],
+    inputs: Callable[[str, Any], dict[str, Any]],
+    output: str = "last_hidden_state",
+) -> Callable[[str, Any], Built]:
+    """Any Hugging Face model: `inputs(device, dtype)` gives its keyword tensors (in call order)."""
+
+    def build(device: str, dtype: Any) -> Built:
+        import transformers
+
+        torch.manual_seed(0)
+        model = _finish(_randomize(getattr(transformers, class_name)(config())), device, dtype)
+        named = inputs(device, dtype)
+
+        def forward(*tensors: Any) -> Any:
+            return getattr(model(**dict(zip(named, tensors, strict=True))), output)
+
+        return model, forward, tuple(named.values())
+
+    return build
+
+
+def _config(name: str, **fields: Any) -> Callable[[], Any]:
+    return lambda: _hf_config(name, **fields)
+
+
+def _random(*shape: int, ids: bool = False) -> Callable[[str, Any], Any]:
+    """A random float tensor of `shape` in the model's dtype, or token ids."""
+
+    def make(device: str, dtype: Any) -> Any:
+        if ids:
+            return torch.randint(3, VOCAB, shape, device=device)
+        return torch.randn(*shape, device=device, dtype=dtype)
+
+    return make
+
+
+def _named(**makers: Callable[[str, Any], Any]) -> Callable[[str, Any], dict[str, Any]]:
+    return lambda device, dtype: {name: make(device, dtype) for name, make in makers.items()}
+
+
 def vision(make: Callable[[], Any], size: int = 32, frames: int = 0, output: Callable[[Any], Any] | None = None):
     """A vision model on two random images (or clips of `frames` frames)."""
 
@@ -342,8 +384,11 @@ def tv_small_maxvit() -> Any:
     )
 
 
-def tv_detection(name: str, size: int) -> Callable[[str, Any], Built]:
-    """Detection models in eval mode return boxes, scores and labels of a data-dependent count."""
+def tv_detection(name: str, size: int, heads_only: bool = False) -> Callable[[str, Any], Built]:
+    """Detection models in eval mode return boxes, scores and labels of a data-dependent count (the
+    whole pipeline: resizing, anchors, NMS). With random weights the scores nearly tie, so NMS keeps
+    different boxes for rounding-level differences (eager float32 and float64 disagree as much):
+    `heads_only` compares the backbone and head outputs before post-processing instead."""
 
     def build(device: str, dtype: Any) -> Built:
         import torchvision
@@ -356,7 +401,13 @@ def tv_detection(name: str, size: int) -> Callable[[str, Any], Built]:
         def forward(x: Any) -> Any:
             return [(d["boxes"], d["scores"], d["labels"]) for d in model(list(x))]
 
-        return model, forward, (images,)
+        def heads(x: Any) -> Any:
+            features = model.backbone(x)
+            if hasattr(model, "rpn"):  # Faster R-CNN: the region proposal network's head
+                return model.rpn.head(list(features.values()))
+            return model.head(list(features.values()))  # SSD: box regression and class logits
+
+        return model, heads if heads_only else forward, (images,)
 
     return build
 
@@ -645,6 +696,9 @@ def _torchvision_models() -> list[Entry]:
         Entry("tv_fasterrcnn_mobilenet_v3_320", "torchvision",
               tv_detection("fasterrcnn_mobilenet_v3_large_320_fpn", 64),
               note="detection: data-dependent ops expected to fall back"),
+        Entry("tv_fasterrcnn_mobilenet_v3_320_heads", "torchvision",
+              tv_detection("fasterrcnn_mobilenet_v3_large_320_fpn", 64, heads_only=True)),
+        Entry("tv_ssdlite320_heads", "torchvision", tv_detection("ssdlite320_mobilenet_v3_large", 64, heads_only=True)),
         Entry("tv_ssdlite320", "torchvision", tv_detection("ssdlite320_mobilenet_v3_large", 64),
               note="detection: data-dependent ops expected to fall back"),
     ]
@@ -726,6 +780,153 @@ def _timm_models() -> list[Entry]:
     ]
 
 
+def _more_hf_models() -> list[Entry]:
+    """Less common architectures: rope scalings, local/sparse attention, convolutions in text
+    models, FFT mixing, audio with relative position buckets, video, detection, super-resolution."""
+    def c(name: str, cls: str, cfg: str, **fields: Any) -> Entry:
+        return Entry(f"hf_{name}", "transformers", causal_lm(cls, cfg, **fields))
+
+    def enc(name: str, cls: str, cfg: str, **fields: Any) -> Entry:
+        return Entry(f"hf_{name}", "transformers", encoder(cls, cfg, **fields))
+
+    def custom(name: str, cls: str, config: Callable[[], Any], inputs: Any, output: str = "last_hidden_state") -> Entry:
+        return Entry(f"hf_{name}", "transformers", hf_custom(cls, config, inputs, output))
+
+    wav = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=112,
+               conv_dim=(32, 32, 32), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3), num_conv_pos_embeddings=16,
+               num_conv_pos_embedding_groups=4)
+    vit = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=112)
+    pixels = _named(pixel_values=_random(2, 3, 32, 32))
+    return [
+        c("llama_rope_linear", "LlamaForCausalLM", "LlamaConfig", rope_scaling={"rope_type": "linear", "factor": 2.0}),
+        c("llama_rope_dynamic", "LlamaForCausalLM", "LlamaConfig", rope_scaling={"rope_type": "dynamic", "factor": 2.0},
+          max_position_embeddings=8),
+        c("llama_rope_yarn", "LlamaForCausalLM", "LlamaConfig", rope_scaling={"rope_type": "yarn", "factor": 4.0,
+          "original_max_position_embeddings": 16}),
+        c("llama3_rope", "LlamaForCausalLM", "LlamaConfig", rope_scaling={"rope_type": "llama3", "factor": 8.0,
+          "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 16}),
+        c("phi3_longrope", "Phi3ForCausalLM", "Phi3Config", max_position_embeddings=64,
+          original_max_position_embeddings=8, rope_scaling={"type": "longrope", "short_factor": [1.0] * 8,
+                                                            "long_factor": [2.0] * 8}),
+        c("qwen2_sliding", "Qwen2ForCausalLM", "Qwen2Config", use_sliding_window=True, sliding_window=4,
+          max_window_layers=0),
+        c("gpt_bigcode", "GPTBigCodeForCausalLM", "GPTBigCodeConfig", common=False, vocab_size=VOCAB, n_embd=64,
+          n_layer=2, n_head=4, n_positions=64, multi_query=True),
+        c("biogpt", "BioGptForCausalLM", "BioGptConfig", common=False, vocab_size=VOCAB, hidden_size=64,
+          num_hidden_layers=2, num_attention_heads=4, intermediate_size=112, max_position_embeddings=64),
+        c("xglm", "XGLMForCausalLM", "XGLMConfig", common=False, vocab_size=VOCAB, d_model=64, num_layers=2,
+          attention_heads=4, ffn_dim=112, max_position_embeddings=64),
+        c("jamba", "JambaForCausalLM", "JambaConfig", attn_layer_period=2, attn_layer_offset=1,
+          expert_layer_period=2, expert_layer_offset=1, num_experts=4, mamba_d_state=8, mamba_dt_rank=8,
+          mamba_expand=2, use_mamba_kernels=False),
+        enc("longformer", "LongformerModel", "LongformerConfig", **BERT_LIKE, attention_window=4, pad_token_id=1),
+        enc("big_bird", "BigBirdModel", "BigBirdConfig", **BERT_LIKE, attention_type="block_sparse", block_size=2,
+            num_random_blocks=1),
+        enc("convbert", "ConvBertModel", "ConvBertConfig", **BERT_LIKE, embedding_size=32, conv_kernel_size=3,
+            head_ratio=2),
+        enc("squeezebert", "SqueezeBertModel", "SqueezeBertConfig", **BERT_LIKE, embedding_size=64, q_groups=2,
+            k_groups=2, v_groups=2, post_attention_groups=2, intermediate_groups=2, output_groups=2),
+        enc("fnet", "FNetModel", "FNetConfig", vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2,
+            intermediate_size=112, max_position_embeddings=64, use_tpu_fourier_optimizations=False),
+        enc("roformer", "RoFormerModel", "RoFormerConfig", **BERT_LIKE, embedding_size=64),
+        enc("esm", "EsmModel", "EsmConfig", **BERT_LIKE, position_embedding_type="rotary", pad_token_id=1,
+            mask_token_id=4, token_dropout=True),
+        enc("mobilebert", "MobileBertModel", "MobileBertConfig", vocab_size=VOCAB, hidden_size=64,
+            num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, embedding_size=32,
+            intra_bottleneck_size=32, true_hidden_size=32, max_position_embeddings=64, num_feedforward_networks=2),
+        Entry("hf_wavlm", "transformers", hf_audio("WavLMModel", "WavLMConfig", **wav, num_buckets=32,
+                                                   max_bucket_distance=64)),
+        Entry("hf_sew", "transformers", hf_audio("SEWModel", "SEWConfig", **wav, squeeze_factor=2)),
+        Entry("hf_data2vec_audio", "transformers", hf_audio("Data2VecAudioModel", "Data2VecAudioConfig", **wav)),
+        custom("encodec", "EncodecModel", _config("EncodecConfig", target_bandwidths=[1.5], audio_channels=1,
+               hidden_size=32, num_filters=8, num_residual_layers=1, codebook_size=64, codebook_dim=32,
+               num_lstm_layers=1), _named(input_values=_random(2, 1, 960)), output="audio_values"),
+        custom("sam_vision", "SamVisionModel", _config("SamVisionConfig", **vit, image_size=64, patch_size=8,
+               output_channels=32, window_size=4, global_attn_indexes=[1], mlp_dim=112),
+               _named(pixel_values=_random(2, 3, 64, 64))),
+        custom("vitdet", "VitDetModel", _config("VitDetConfig", **vit, mlp_ratio=2, image_size=32,
+               pretrain_image_size=32, patch_size=8, window_size=2, window_block_indices=[0],
+               use_relative_position_embeddings=True), pixels),
+        custom("cvt", "CvtModel", _config("CvtConfig", embed_dim=[16, 32, 64], num_heads=[1, 2, 4], depth=[1, 2, 3]),
+               _named(pixel_values=_random(2, 3, 64, 64))),
+        custom("mobilevitv2", "MobileViTV2Model", _config("MobileViTV2Config", image_size=64, width_multiplier=0.5),
+               _named(pixel_values=_random(2, 3, 64, 64))),
+        custom("upernet", "UperNetForSemanticSegmentation", lambda: _hf_config(
+               "UperNetConfig", backbone_config=_hf_config("ConvNextConfig", hidden_sizes=[16, 32, 48, 64],
+               depths=[1, 1, 1, 1], out_features=["stage1", "stage2", "stage3", "stage4"]), hidden_size=32,
+               use_auxiliary_head=False, num_labels=5), _named(pixel_values=_random(2, 3, 64, 64)), output="logits"),
+        custom("detr", "DetrModel", lambda: _hf_config(
+               "DetrConfig", use_timm_backbone=False, use_pretrained_backbone=False,
+               backbone_config=_hf_config("ResNetConfig", embedding_size=16, hidden_sizes=[16, 32, 48, 64],
+               depths=[1, 1, 1, 1], out_features=["stage4"]), d_model=64, encoder_layers=1, decoder_layers=1,
+               encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+               num_queries=10), _named(pixel_values=_random(2, 3, 64, 64))),
+        custom("swin2sr", "Swin2SRForImageSuperResolution", _config("Swin2SRConfig", image_size=16, patch_size=1,
+               embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4, upscale=2, upsampler="pixelshuffle"),
+               _named(pixel_values=_random(2, 3, 16, 16)), output="reconstruction"),
+        custom("depth_anything", "DepthAnythingForDepthEstimation", lambda: _hf_config(
+               "DepthAnythingConfig", backbone_config=_hf_config("Dinov2Config", **vit, image_size=28, patch_size=14,
+               out_features=["stage1", "stage2"], reshape_hidden_states=False), reassemble_hidden_size=64,
+               reassemble_factors=[4, 2], neck_hidden_sizes=[16, 32], fusion_hidden_size=32, head_hidden_size=16,
+               patch_size=14, initializer_range=0.1), _named(pixel_values=_random(2, 3, 42, 42)),
+               output="predicted_depth"),
+        custom("videomae", "VideoMAEModel", _config("VideoMAEConfig", **vit, image_size=32, patch_size=8,
+               num_frames=4, tubelet_size=2), _named(pixel_values=_random(2, 4, 3, 32, 32))),
+        custom("timesformer", "TimesformerModel", _config("TimesformerConfig", **vit, image_size=32, patch_size=8,
+               num_frames=4), _named(pixel_values=_random(2, 4, 3, 32, 32))),
+        custom("patchtst", "PatchTSTModel", _config("PatchTSTConfig", num_input_channels=3, context_length=32,
+               patch_length=8, patch_stride=4, d_model=32, num_attention_heads=4, num_hidden_layers=2, ffn_dim=64),
+               _named(past_values=_random(2, 32, 3))),
+    ]
+
+
+def _more_vision_models() -> list[Entry]:
+    def e(name: str, size: int = 64, **kwargs: Any) -> Entry:
+        return Entry(f"timm_{name}", "timm", vision(timm_model(name, **kwargs), size))
+
+    def t(name: str, size: int = 32, **kwargs: Any) -> Entry:
+        return Entry(f"tv_{name}", "torchvision", vision(tv(name, num_classes=10, **kwargs), size))
+
+    small_vit = dict(size=32, img_size=32, depth=2)
+    return [
+        t("vit_b_32", image_size=32),
+        t("efficientnet_b3"),
+        t("regnet_y_800mf"),
+        t("resnet152"),
+        e("pit_ti_224", size=32, img_size=32),
+        e("skresnet18"),
+        e("mixnet_s"),
+        e("tinynet_a"),
+        e("deit3_small_patch16_224", **small_vit),
+        e("vit_relpos_small_patch16_224", **small_vit),
+        e("vit_base_patch16_siglip_224", **small_vit),
+        e("beitv2_base_patch16_224", **small_vit),
+        e("flexivit_small", size=32, img_size=32, depth=2, patch_size=8),
+        e("samvit_base_patch16", size=64, img_size=64, depth=2),
+        e("vit_medium_patch16_gap_256", **small_vit),
+        e("resnet50_gn"),
+        e("ghostnetv2_100"),
+        e("repghostnet_050"),
+        e("mobilevitv2_050"),
+        e("hiera_tiny_224", size=64, img_size=64),
+        e("convnextv2_atto"),
+        e("nextvit_small"),
+        e("efficientnetv2_rw_t"),
+        e("rexnetr_100"),
+        e("hardcorenas_a"),
+        e("semnasnet_050"),
+        e("gernet_s"),
+        e("resnetrs50"),
+        e("seresnext26d_32x4d"),
+        e("ecaresnet26t"),
+        e("res2next50"),
+        e("regnetv_040"),
+        e("caformer_s18"),
+        e("levit_conv_128s", size=64, img_size=64),
+        e("densenet121"),
+    ]
+
+
 # fmt: on
 
 
@@ -736,4 +937,5 @@ def registry() -> list[Entry]:
         + _hf_seq2seq_models()
         + _hf_vision_models()
         + (_torchvision_models() + _timm_models())
+        + (_more_hf_models() + _more_vision_models())
     )
