@@ -320,6 +320,19 @@ NodeId Builder::arange(Expr length, double start, double step, DType dtype) {
   return pointwise(dtype, {std::move(length)}, {}, ir::cast(value, dtype));
 }
 
+NodeId Builder::arange(Expr length, const Expr& start, double step, DType dtype) {
+  LUMINAL_CHECK(start->dtype == DType::I64, origin_, ": arange's symbolic start must be an integer expression");
+  Expr value;
+  if (is_floating(dtype)) {  // in double, rounded once, as torch computes float ranges
+    value = ir::add(ir::cast(start, DType::F64),
+                    ir::mul(ir::cast(ir::loop_var(0), DType::F64), ir::float_const(step, DType::F64)));
+  } else {
+    LUMINAL_CHECK(step == static_cast<double>(static_cast<int64_t>(step)), origin_, ": integer arange with fractional step");
+    value = ir::add(start, ir::mul(ir::loop_var(0), ir::int_const(static_cast<int64_t>(step))));
+  }
+  return pointwise(dtype, {std::move(length)}, {}, ir::cast(value, dtype));
+}
+
 NodeId Builder::reshape(NodeId x, const Shape& new_shape) {
   const Shape& old = shape(x);
   assert_equal(ir::product(old), ir::product(new_shape), "reshape element counts");
