@@ -47,9 +47,18 @@ def squared_size(x: torch.Tensor) -> torch.Tensor:
 
 # Per case: shapes whose sizes are all >= 2 (one dynamic compile serves them all), then shapes
 # with sizes of 1 (which Dynamo specializes: a compile of their own).
+def last_positions(x: torch.Tensor) -> torch.Tensor:
+    """Bounds counted from the end by a size (Mamba2's attention_mask[:, -seq_len:]), and a bound
+    whose sign luminal cannot prove (Dynamo's guard keeps it in range)."""
+    n = x.shape[0]
+    tail = x[:, -n:] * 2 + x[:, -2 * n : x.shape[1] - n] + x[:, -1 - n : -1]
+    return tail + x[:, x.shape[1] - 3 :].sum(1, keepdim=True)
+
+
 CASES: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], list[tuple[int, ...]], list[tuple[int, ...]]]] = {
     "arange_float_bounds": (relative_positions, [(2, 5), (3, 7), (4, 2)], [(1, 1)]),
     "arange_symbolic_start": (integer_ranges, [(2, 5), (3, 7), (4, 2)], [(1, 1)]),
+    "negative_symbolic_bounds": (last_positions, [(2, 6), (3, 8), (2, 5)], [(1, 3)]),
     "interpolate_up": (upsampled, [(2, 3, 4, 5), (3, 3, 7, 3)], [(1, 3, 1, 2)]),
     "interpolate_down": (halved, [(2, 3, 8, 6), (3, 3, 9, 5), (2, 3, 4, 7)], [(1, 3, 2, 3)]),
     "pow_of_size": (squared_size, [(3, 4), (5, 4), (2, 4)], [(1, 4)]),

@@ -435,14 +435,22 @@ NodeId Builder::slice(NodeId x, int64_t dim, Expr start, Expr end, int64_t step)
   const int64_t d = normalize_dim(dim, r);
   LUMINAL_CHECK(step > 0, origin_, ": slice step must be positive, got ", step);
   const Expr size = shape(x)[d];
-  // Python slice semantics: negative bounds count from the end, then clamp to [0, size].
+  // Python slice semantics: negative bounds count from the end, then clamp to [0, size]. A
+  // symbolic bound may be negative too (x[:, -n:] with n a size): its sign decides, proven when
+  // it can be, otherwise chosen at run time by min/max arithmetic.
   auto normalize = [&](const Expr& bound) -> Expr {
     if (auto c = ir::as_int_const(bound)) {
       if (*c >= kHugeBound) return size;
       if (*c <= -kHugeBound) return ir::int_const(0);
       if (*c < 0) return simplify_shape(ir::max(ir::add(size, ir::int_const(*c)), ir::int_const(0)));
+      return simplify_shape(ir::min(bound, size));
     }
-    return simplify_shape(ir::min(bound, size));
+    const Expr zero = ir::int_const(0), one = ir::int_const(1);
+    const Expr from_start = ir::min(ir::max(bound, zero), size), from_end = ir::max(ir::add(size, bound), zero);
+    if (ir::prove_less_equal(zero, bound, {})) return simplify_shape(ir::min(bound, size));
+    if (ir::prove_less_equal(bound, ir::int_const(-1), {})) return simplify_shape(from_end);
+    const Expr negative = ir::min(ir::max(ir::sub(zero, bound), zero), one);  // 1 when bound < 0, else 0
+    return simplify_shape(ir::add(from_start, ir::mul(negative, ir::max(ir::add(size, ir::min(bound, zero)), zero))));
   };
   const Expr s = normalize(start);
   const Expr e = normalize(end);
