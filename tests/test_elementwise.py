@@ -121,6 +121,47 @@ def test_integer_rounding_division(mode: str, device: str) -> None:
     check(lambda x, y: torch.div(x, y, rounding_mode=mode), a, b)
 
 
+def _floating_dividends_and_divisors(dtype: torch.dtype, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random values plus the cases torch's floating floor division corrects: exact multiples of an
+    inexact divisor (1.0 // 0.1 is 9), zero dividends (signed zeros), division by zero."""
+    a = rand(6, 7, dtype=dtype, device=device, low=-50, high=50)
+    b = rand(6, 7, dtype=dtype, device=device, low=-4, high=4)
+    special_a = torch.tensor([1.0, -1.0, 0.3, 7.0, 0.0, -0.0, 5.0, -5.0, 0.0], dtype=dtype, device=device)
+    special_b = torch.tensor([0.1, 0.1, 0.1, -0.7, 3.0, 3.0, 0.0, 0.0, 0.0], dtype=dtype, device=device)
+    a[0, :] = special_a[:7]
+    b[0, :] = special_b[:7]
+    a[1, :2], b[1, :2] = special_a[7:], special_b[7:]
+    return a, b
+
+
+@pytest.mark.parametrize("mode", ["floor", "trunc"])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_floating_rounding_division(mode: str, dtype: torch.dtype, device: str) -> None:
+    a, b = _floating_dividends_and_divisors(dtype, device)
+    check(lambda x, y: torch.div(x, y, rounding_mode=mode), a, b)
+    check(lambda x, y: torch.div(x, y, rounding_mode=mode), non_contiguous(a), b[0])  # broadcast row
+    check(lambda x: torch.div(x, 0.3, rounding_mode=mode), a)  # a Python scalar divisor
+    check(lambda x: torch.div(x, -2, rounding_mode=mode), a[:1, :1])  # size 1
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_floating_floor_divide(dtype: torch.dtype, device: str) -> None:
+    a, b = _floating_dividends_and_divisors(dtype, device)
+    check(lambda x, y: (torch.floor_divide(x, y), x // y, x // 4), a, b)
+
+
+def test_integer_by_float_rounding_division_promotes(device: str) -> None:
+    """XCiT's positional encoding: torch.div(arange, 2, rounding_mode="floor") on float32, and
+    integer tensors divided by a float scalar (a floating result)."""
+
+    def positional(x: torch.Tensor) -> torch.Tensor:
+        dims = torch.arange(x.shape[-1], device=x.device, dtype=torch.float32)
+        return x / 10000 ** (2 * torch.div(dims, 2, rounding_mode="floor") / x.shape[-1])
+
+    check(positional, rand(3, 32, device=device))
+    check(lambda x: torch.div(x, 2.5, rounding_mode="floor"), rand(9, dtype=torch.int64, device=device, low=-9, high=9))
+
+
 def test_integer_division_by_zero_raises(device: str) -> None:
     a = torch.tensor([4, 5], device=device)
     b = torch.tensor([2, 0], device=device)

@@ -142,6 +142,30 @@ def test_constant_pad_value_negative_pads_and_integers(device: str) -> None:
     check(lambda t: torch.nn.functional.pad(t, (1, 1), value=2.5), non_contiguous(rand(3, 5, device=device)))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.bool], ids=str)
+def test_unfold(dtype: torch.dtype, device: str) -> None:
+    """Tensor.unfold: overlapping (step < size), gapped (step > size) and exact windows, the last
+    and a negative dimension, windows of 1 and of the whole dimension, non-contiguous input."""
+    x = rand(3, 10, 7, dtype=dtype, device=device)
+    check(lambda t: (t.unfold(1, 3, 1), t.unfold(1, 2, 4), t.unfold(-1, 7, 1), t.unfold(0, 1, 2)), x)
+    check(lambda t: t.unfold(2, 3, 2).clone(), non_contiguous(x))
+    check(lambda t: t.unfold(0, 1, 1).clone(), rand(1, dtype=dtype, device=device)[0])  # 0-d: one window of 1
+
+
+def test_unfold_feeds_a_reduction(device: str) -> None:
+    check(lambda t: t.unfold(1, 4, 3).sum(-1), rand(2, 10, device=device))
+
+
+def test_unfold_halo_blocks(device: str) -> None:
+    """Halo attention's pattern: padded feature maps unfolded into overlapping blocks on two dims."""
+
+    def blocks(t: torch.Tensor) -> torch.Tensor:
+        padded = torch.nn.functional.pad(t, [2, 2, 2, 2])
+        return padded.unfold(2, 8, 4).unfold(3, 8, 4).reshape(t.shape[0], t.shape[1], -1, 64).transpose(-1, -2)
+
+    check(blocks, rand(2, 3, 12, 8, device=device))
+
+
 def test_split_chunk_unbind(device: str) -> None:
     x = rand(7, 6, device=device)
     check(lambda t: (t.split([2, 4, 1]), t.split(3, dim=1), t.chunk(3), t.unbind(1)), x)

@@ -41,6 +41,68 @@ def test_conv1d_strided_dilated_and_non_contiguous(device: str) -> None:
         check(conv, non_contiguous(rand(3, 6, 17, device=device)), tolerance_scale=8)
 
 
+# Transposed convolutions (decomposed by luminal): stride equal to the kernel (DPT's upsampling),
+# overlapping taps, padding, output_padding, dilation, groups, and an output_padding that is not
+# below the stride (allowed when below the dilation: the zero-stuffing path).
+CONV_TRANSPOSE = [
+    dict(kernel_size=2, stride=2),
+    dict(kernel_size=4, stride=2, padding=1),
+    dict(kernel_size=3, stride=2, padding=1, output_padding=1),
+    dict(kernel_size=3, stride=1, padding=2, dilation=2),
+    dict(kernel_size=(3, 2), stride=(2, 3), padding=(1, 0), output_padding=(1, 2), groups=2),
+    dict(kernel_size=3, stride=2, padding=1, output_padding=2, dilation=3),
+    dict(kernel_size=1, stride=3),
+]
+
+
+@pytest.mark.parametrize("params", CONV_TRANSPOSE, ids=str)
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_conv_transpose(params: dict, rank: int, device: str) -> None:
+    kernel = params["kernel_size"]
+    if rank != 2 and isinstance(kernel, tuple):
+        params = {k: (v[0] if isinstance(v, tuple) else v) for k, v in params.items()}
+    make = {1: torch.nn.ConvTranspose1d, 2: torch.nn.ConvTranspose2d, 3: torch.nn.ConvTranspose3d}[rank]
+    conv = make(4, 6, **params).to(device)
+    sizes = {1: (2, 4, 7), 2: (2, 4, 5, 6), 3: (1, 4, 3, 4, 5)}[rank]
+    with torch.no_grad():
+        check(conv, rand(*sizes, device=device), tolerance_scale=8)
+        check(conv, non_contiguous(rand(*sizes, device=device)), tolerance_scale=8)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16], ids=str)
+def test_conv_transpose_dtypes_and_no_bias(dtype: torch.dtype, device: str) -> None:
+    if device == "cpu" and dtype == torch.float16:
+        pytest.skip("eager has no CPU float16 convolution to compare with")
+    for make, sizes in [(torch.nn.ConvTranspose2d, (2, 3, 4, 5)), (torch.nn.ConvTranspose3d, (1, 3, 2, 3, 2))]:
+        conv = make(3, 5, 3, stride=2, padding=1, output_padding=1, bias=False).to(device=device, dtype=dtype)
+        with torch.no_grad():
+            check(conv, rand(*sizes, dtype=dtype, device=device), tolerance_scale=8)
+
+
+def test_conv_transpose_size_one_and_channels_last(device: str) -> None:
+    conv = torch.nn.ConvTranspose2d(3, 2, 2, stride=2).to(device)
+    with torch.no_grad():
+        check(conv, rand(1, 3, 1, 1, device=device))
+        x = rand(2, 3, 4, 5, device=device).to(memory_format=torch.channels_last)
+        # The result keeps eager's layout: a view that needs it traces the same as in eager.
+        check(lambda t: conv(t).permute(0, 2, 3, 1).reshape(2, -1), x, tolerance_scale=8)
+
+
+def test_conv_transpose_in_a_decoder(device: str) -> None:
+    """An upsampling decoder: conv, transposed conv (stride 2 and 4), batch norm, ReLU."""
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1),
+        torch.nn.ConvTranspose2d(8, 8, 4, stride=2, padding=1),
+        torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU(),
+        torch.nn.ConvTranspose2d(8, 2, 4, stride=4),
+    ).to(device)
+    model[2].running_mean.copy_(rand(8, device=device, low=-0.5, high=0.5))
+    model[2].running_var.copy_(rand(8, device=device, low=0.5, high=1.5))
+    with torch.no_grad():
+        check(model.eval(), rand(2, 3, 5, 4, device=device), tolerance_scale=8)
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=(3, 2), stride=(1, 2))],

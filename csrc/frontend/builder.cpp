@@ -320,6 +320,19 @@ NodeId Builder::arange(Expr length, double start, double step, DType dtype) {
   return pointwise(dtype, {std::move(length)}, {}, ir::cast(value, dtype));
 }
 
+NodeId Builder::arange(Expr length, const Expr& start, double step, DType dtype) {
+  LUMINAL_CHECK(start->dtype == DType::I64, origin_, ": arange's symbolic start must be an integer expression");
+  Expr value;
+  if (is_floating(dtype)) {  // in double, rounded once, as torch computes float ranges
+    value = ir::add(ir::cast(start, DType::F64),
+                    ir::mul(ir::cast(ir::loop_var(0), DType::F64), ir::float_const(step, DType::F64)));
+  } else {
+    LUMINAL_CHECK(step == static_cast<double>(static_cast<int64_t>(step)), origin_, ": integer arange with fractional step");
+    value = ir::add(start, ir::mul(ir::loop_var(0), ir::int_const(static_cast<int64_t>(step))));
+  }
+  return pointwise(dtype, {std::move(length)}, {}, ir::cast(value, dtype));
+}
+
 NodeId Builder::reshape(NodeId x, const Shape& new_shape) {
   const Shape& old = shape(x);
   assert_equal(ir::product(old), ir::product(new_shape), "reshape element counts");
@@ -422,14 +435,22 @@ NodeId Builder::slice(NodeId x, int64_t dim, Expr start, Expr end, int64_t step)
   const int64_t d = normalize_dim(dim, r);
   LUMINAL_CHECK(step > 0, origin_, ": slice step must be positive, got ", step);
   const Expr size = shape(x)[d];
-  // Python slice semantics: negative bounds count from the end, then clamp to [0, size].
+  // Python slice semantics: negative bounds count from the end, then clamp to [0, size]. A
+  // symbolic bound may be negative too (x[:, -n:] with n a size): its sign decides, proven when
+  // it can be, otherwise chosen at run time by min/max arithmetic.
   auto normalize = [&](const Expr& bound) -> Expr {
     if (auto c = ir::as_int_const(bound)) {
       if (*c >= kHugeBound) return size;
       if (*c <= -kHugeBound) return ir::int_const(0);
       if (*c < 0) return simplify_shape(ir::max(ir::add(size, ir::int_const(*c)), ir::int_const(0)));
+      return simplify_shape(ir::min(bound, size));
     }
-    return simplify_shape(ir::min(bound, size));
+    const Expr zero = ir::int_const(0), one = ir::int_const(1);
+    const Expr from_start = ir::min(ir::max(bound, zero), size), from_end = ir::max(ir::add(size, bound), zero);
+    if (ir::prove_less_equal(zero, bound, {})) return simplify_shape(ir::min(bound, size));
+    if (ir::prove_less_equal(bound, ir::int_const(-1), {})) return simplify_shape(from_end);
+    const Expr negative = ir::min(ir::max(ir::sub(zero, bound), zero), one);  // 1 when bound < 0, else 0
+    return simplify_shape(ir::add(from_start, ir::mul(negative, ir::max(ir::add(size, ir::min(bound, zero)), zero))));
   };
   const Expr s = normalize(start);
   const Expr e = normalize(end);

@@ -89,6 +89,7 @@ class Builder {
   NodeId copy(NodeId x);  // a materializable identity
   NodeId full(const Shape& shape, double value, DType dtype);
   NodeId arange(Expr length, double start, double step, DType dtype);
+  NodeId arange(Expr length, const Expr& start, double step, DType dtype);  // an integer (symbolic) start
 
   NodeId reshape(NodeId x, const Shape& new_shape);
   NodeId permute(NodeId x, const std::vector<int64_t>& dims);

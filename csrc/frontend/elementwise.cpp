@@ -38,6 +38,40 @@ void translate_binary(Context& ctx, const pt2::Node& node, ExprOp op, bool rever
   }));
 }
 
+// torch's c10::div_floor_floating: floor((a - fmod(a, b)) / b), corrected so that the quotient of
+// an exact multiple is not off by one (1.0 // 0.1 is 9, not 10), zero keeps the sign of a / b, and
+// division by zero gives a / b (inf or NaN).
+Expr floor_divide_floating(const Expr& a, const Expr& b, DType dtype) {
+  const Expr zero = ir::scalar_const(0, dtype), one = ir::scalar_const(1, dtype);
+  const Expr mod = ir::binary(ExprOp::Fmod, a, b);
+  Expr div = ir::binary(ExprOp::Div, ir::binary(ExprOp::Sub, a, mod), b);
+  const Expr signs_differ = ir::binary(ExprOp::Ne, ir::binary(ExprOp::Lt, b, zero), ir::binary(ExprOp::Lt, mod, zero));
+  div = ir::where(ir::logical_and(ir::binary(ExprOp::Ne, mod, zero), signs_differ), ir::binary(ExprOp::Sub, div, one),
+                  div);
+  Expr floored = ir::unary(ExprOp::Floor, div);
+  const Expr above_half = ir::binary(ExprOp::Gt, ir::binary(ExprOp::Sub, div, floored), ir::scalar_const(0.5, dtype));
+  floored = ir::where(above_half, ir::binary(ExprOp::Add, floored, one), floored);
+  const Expr quotient = ir::binary(ExprOp::Div, a, b);
+  floored = ir::where(ir::binary(ExprOp::Eq, div, zero), ir::binary(ExprOp::Copysign, zero, quotient), floored);
+  return ir::where(ir::binary(ExprOp::Eq, b, zero), quotient, floored);
+}
+
+// div(a, b, rounding_mode) of floating tensors, as torch's kernels compute half types: floor in
+// float32, rounded once; trunc of two tensors truncates the quotient rounded to the half type
+// (7 / -0.7 in float16 is -10, not -9: the quotient -9.997 rounds to -10 first), trunc by a
+// Python scalar divides in float32 by the unrounded scalar.
+NodeId floating_rounding_division(Builder& b, const Operand& lhs, const Operand& rhs, DType out, bool floor) {
+  if (!floor) {
+    const DType compute = rhs.tensor ? out : float_compute_dtype(out);
+    return b.elementwise({lhs, rhs}, compute, out, [](const std::vector<Expr>& v) {
+      return ir::unary(ExprOp::Trunc, ir::binary(ExprOp::Div, v[0], v[1]));
+    });
+  }
+  const DType compute = float_compute_dtype(out);
+  return b.elementwise({lhs, rhs}, compute, out,
+                       [&](const std::vector<Expr>& v) { return floor_divide_floating(v[0], v[1], compute); });
+}
+
 void translate_div(Context& ctx, const pt2::Node& node) {
   Builder& b = ctx.builder();
   const Operand lhs = ctx.operand(node, "self");
@@ -51,8 +85,10 @@ void translate_div(Context& ctx, const pt2::Node& node) {
     return;
   }
   LUMINAL_CHECK(*mode == "floor" || *mode == "trunc", "unknown rounding_mode '", *mode, "'");
-  LUMINAL_CHECK(!is_floating(out), "div with rounding_mode='", *mode,
-                "' on floating-point tensors is not supported yet (integer tensors are)");
+  if (is_floating(out)) {
+    ctx.set_output(node, floating_rounding_division(b, lhs, rhs, out, *mode == "floor"));
+    return;
+  }
   ctx.set_output(node, b.elementwise({lhs, rhs}, out, out, [&](const std::vector<Expr>& v) {
     if (*mode == "floor") return ir::binary(ExprOp::FloorDiv, v[0], v[1]);
     // trunc: floor for same signs, ceil otherwise; (a - a mod b) / b with C semantics.
@@ -299,11 +335,10 @@ void register_elementwise_ops(Registry& registry) {
   registry.add(aten + "hypot.default", binary<ExprOp::Hypot>);
   registry.add(aten + "remainder.Scalar_Tensor", binary<ExprOp::Mod>);
   registry.add(aten + "floor_divide.default", [](Context& ctx, const pt2::Node& node) {
-    // Floating floor division must follow torch's fmod-based rounding (floor(a / b) differs,
-    // e.g. 1.0 // 0.1 is 9 in torch); until that is implemented only integers are accepted.
-    LUMINAL_CHECK(!is_floating(ctx.out_dtype(node)), "floor_divide of floating-point tensors is not supported yet "
-                  "(integer tensors are)");
-    translate_binary(ctx, node, ExprOp::FloorDiv);
+    const DType out = ctx.out_dtype(node);
+    if (!is_floating(out)) return translate_binary(ctx, node, ExprOp::FloorDiv);
+    ctx.set_output(node, floating_rounding_division(ctx.builder(), ctx.operand(node, "self"),
+                                                    ctx.operand(node, "other"), out, /*floor=*/true));
   });
   registry.add(aten + "clamp_min.default", translate_clamp);
   registry.add(aten + "clamp_min.Tensor", translate_clamp);

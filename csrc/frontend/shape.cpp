@@ -233,6 +233,31 @@ void translate_diagonal(Context& ctx, const pt2::Node& node) {
   ctx.set_output(node, gather_by_index(b, x, out, index));
 }
 
+// unfold(self, dimension, size, step) (Tensor.unfold): windows of `size` elements every `step`
+// along `dimension`, as a new last dimension: out[..., i, ..., j] = self[..., i * step + j, ...]
+// (halo attention's key/value blocks, 1-D patches). The window count is the export's: its shape
+// guards already require size <= the dimension.
+void translate_unfold(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "self");
+  const Shape in = b.shape(x);
+  const int64_t size = ctx.int_arg(node, "size");
+  const int64_t step = ctx.int_arg(node, "step");
+  LUMINAL_CHECK(size >= 0 && step > 0, "unfold needs size >= 0 and step > 0, got size ", size, " and step ", step);
+  const Shape out = ctx.out_shape(node);
+  LUMINAL_CHECK(out.size() == (in.empty() ? 1 : in.size() + 1),
+                "unfold of a rank-", in.size(), " tensor has a rank-", out.size(), " result");
+  if (in.empty()) {  // a 0-d tensor unfolds to [size] (size 0 or 1) copies of its value
+    ctx.set_output(node, gather_by_index(b, x, out, {}));
+    return;
+  }
+  const int64_t d = b.normalize_dim(ctx.int_arg(node, "dimension"), in.size());
+  std::vector<Expr> index = Builder::loop_vars(in.size());
+  index[d] = ir::add(ir::mul(ir::loop_var(static_cast<int>(d)), ir::int_const(step)),
+                     ir::loop_var(static_cast<int>(in.size())));
+  ctx.set_output(node, gather_by_index(b, x, out, index));
+}
+
 // fill.Scalar(self, value): a tensor like self, full of value.
 void translate_fill(Context& ctx, const pt2::Node& node) {
   Builder& b = ctx.builder();
@@ -581,6 +606,7 @@ void register_shape_ops(Registry& registry) {
   registry.add("torch.ops.aten.split_with_sizes.default", translate_split_with_sizes);
   registry.add("torch.ops.aten.split_with_sizes_copy.default", translate_split_with_sizes);
   registry.add("torch.ops.aten.diagonal.default", translate_diagonal);
+  registry.add("torch.ops.aten.unfold.default", translate_unfold);
   registry.add("torch.ops.aten.diagonal_copy.default", translate_diagonal);
   registry.add("torch.ops.aten.fill.Scalar", translate_fill);
   registry.add("torch.ops.aten.copy.default", translate_copy);

@@ -1,6 +1,8 @@
 #include "frontend/translate.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <numeric>
 #include <set>
 
 #include "common/error.h"
@@ -26,6 +28,7 @@ const std::set<std::string>& passthrough_targets() {
       "_operator.mul",
       "_operator.floordiv",
       "_operator.mod",
+      "_operator.pow",
       "_operator.neg",
       "_operator.pow",  // SymInt ** int (T5's relative position buckets under dynamic shapes, torch 2.11)
       "_operator.eq",
@@ -77,10 +80,106 @@ std::string source_location(const pt2::Node& node) {
   return frame;
 }
 
+Expr sympy_node_to_expr(const pt2::SympyExpr& e);
+
+// A float-valued step of a shape expression as num / den, den a positive constant. torch writes
+// such steps where a size comes from float arithmetic, e.g. arange(start, end) with float bounds:
+// CeilToInt(FloatTrueDiv(Add(ToFloat(a), Mul(-1, ToFloat(b))), Float('1.0'))). Their integer
+// results are exact in integer arithmetic.
+struct RationalExpr {
+  Expr num;
+  int64_t den = 1;
+};
+
+// Largest denominator kept exact (a Float constant is a binary fraction; products multiply them).
+constexpr int64_t kMaxDenominator = int64_t{1} << 40;
+
+RationalExpr rational(Expr num, int64_t den) {
+  LUMINAL_CHECK(den != 0, "division by zero in a symbolic shape expression");
+  LUMINAL_CHECK(den > -kMaxDenominator && den < kMaxDenominator, "symbolic shape expression with denominator ", den,
+                " is not supported");
+  if (den < 0) {
+    num = ir::sub(ir::int_const(0), num);
+    den = -den;
+  }
+  if (const auto constant = ir::as_int_const(num)) {  // a constant fraction in lowest terms
+    const int64_t divisor = std::gcd(*constant, den);
+    return {ir::int_const(*constant / divisor), den / divisor};
+  }
+  return {std::move(num), den};
+}
+
+// a * b for denominators below kMaxDenominator, refused (not wrapped) when the product is not.
+int64_t denominator_product(int64_t a, int64_t b) {
+  LUMINAL_CHECK(b == 0 || std::abs(a) < kMaxDenominator / std::abs(b),
+                "symbolic shape expression with a denominator beyond ", kMaxDenominator, " is not supported");
+  return a * b;
+}
+
+// Float('0.5', precision=53): the parser keeps the literal as a Symbol node's name.
+RationalExpr float_constant(const pt2::SympyExpr& e) {
+  LUMINAL_CHECK(e.args.size() == 1 && e.args[0].kind == pt2::SympyExpr::Kind::Symbol, "malformed ", pt2::to_string(e));
+  const double value = std::stod(e.args[0].name);
+  LUMINAL_CHECK(std::isfinite(value), "non-finite constant ", e.args[0].name, " in a symbolic shape expression");
+  int64_t den = 1;
+  while (std::floor(value * static_cast<double>(den)) != value * static_cast<double>(den)) {
+    LUMINAL_CHECK(den < kMaxDenominator, "constant ", e.args[0].name, " in a symbolic shape expression is not a "
+                  "binary fraction luminal keeps exact");
+    den *= 2;
+  }
+  const double num = value * static_cast<double>(den);
+  LUMINAL_CHECK(std::fabs(num) < 9.0e15, "constant ", e.args[0].name, " in a symbolic shape expression is too large");
+  return rational(ir::int_const(static_cast<int64_t>(num)), den);
+}
+
+RationalExpr sympy_rational(const pt2::SympyExpr& e) {
+  using Kind = pt2::SympyExpr::Kind;
+  if (e.kind != Kind::Call) return {sympy_node_to_expr(e), 1};
+  const std::string& f = e.name;
+  if (f == "Float") return float_constant(e);
+  if (f == "ToFloat" && e.args.size() == 1) return sympy_rational(e.args[0]);
+  if ((f == "Add" || f == "Mul") && !e.args.empty()) {
+    RationalExpr out = sympy_rational(e.args[0]);
+    for (size_t i = 1; i < e.args.size(); ++i) {
+      const RationalExpr next = sympy_rational(e.args[i]);
+      const int64_t den = denominator_product(out.den, next.den);
+      out = f == "Add" ? rational(ir::add(ir::mul(out.num, ir::int_const(next.den)),
+                                          ir::mul(next.num, ir::int_const(out.den))),
+                                  den)
+                       : rational(ir::mul(out.num, next.num), den);
+    }
+    return out;
+  }
+  if ((f == "FloatTrueDiv" || f == "IntTrueDiv") && e.args.size() == 2) {
+    const RationalExpr a = sympy_rational(e.args[0]), b = sympy_rational(e.args[1]);
+    const auto divisor = ir::as_int_const(b.num);
+    LUMINAL_CHECK(divisor.has_value(), "division by a symbolic value in shape expression ", pt2::to_string(e),
+                  " is not supported");
+    return rational(ir::mul(a.num, ir::int_const(b.den)), denominator_product(a.den, *divisor));  // (an/ad)/(bn/bd)
+  }
+  return {sympy_node_to_expr(e), 1};
+}
+
 Expr sympy_node_to_expr(const pt2::SympyExpr& e) {
   using Kind = pt2::SympyExpr::Kind;
   if (e.kind == Kind::Integer) return ir::int_const(e.value);
   if (e.kind == Kind::Symbol) return ir::symbol(e.name);
+  if ((e.name == "CeilToInt" || e.name == "FloorToInt" || e.name == "TruncToInt") && e.args.size() == 1) {
+    const RationalExpr r = sympy_rational(e.args[0]);
+    if (r.den == 1) return r.num;
+    const Expr den = ir::int_const(r.den);  // positive: floor division rounds toward -inf
+    const Expr floor = ir::floordiv(r.num, den), ceil = ir::floordiv(ir::add(r.num, ir::int_const(r.den - 1)), den);
+    if (e.name == "FloorToInt") return floor;
+    if (e.name == "CeilToInt") return ceil;
+    // Toward zero: the floor of a non-negative value, the ceiling of a negative one (exactly one
+    // of the two terms is non-zero, whatever the sign).
+    return ir::add(ir::max(floor, ir::int_const(0)), ir::min(ceil, ir::int_const(0)));
+  }
+  if (e.name == "ToFloat" || e.name == "Float" || e.name == "FloatTrueDiv") {  // an integer-valued float
+    const RationalExpr r = sympy_rational(e);
+    LUMINAL_CHECK(r.den == 1, "shape expression ", pt2::to_string(e), " is not an integer");
+    return r.num;
+  }
   std::vector<Expr> args;
   for (const pt2::SympyExpr& a : e.args) args.push_back(sympy_node_to_expr(a));
   auto fold = [&](Expr (*op)(Expr, Expr)) {

@@ -4,7 +4,8 @@ Some fused kernels survive export on CUDA (they are not Core ATen and have no de
 decomposition): RMSNorm (``_fused_rms_norm``) and the efficient, flash and cuDNN attention kernels. Decomposed here
 into the primitives luminal translates, they compile instead of running in eager. The CPU flash
 attention kernel (sdpa on CPU) is decomposed here too. An attention decomposition returns its output
-in the kernel's layout (strides), as the graph after it was traced against those.
+in the kernel's layout (strides), as the graph after it was traced against those. Transposed
+convolutions become a matmul and col2im (or a convolution of a zero-stuffed input).
 """
 
 from __future__ import annotations
@@ -223,11 +224,114 @@ def _cudnn_attention(
     return _flash_or_cudnn_outputs(output, scores, query, key)
 
 
+# ------------------------------------------------------------------------------------------------
+# Transposed convolution
+# ------------------------------------------------------------------------------------------------
+def _convolution(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    transposed: bool,
+    output_padding: list[int],
+    groups: int,
+) -> Any:
+    """Transposed convolutions (ConvTranspose1d/2d/3d: DPT's and segmentation decoders' upsampling),
+    which luminal's convolution translator does not take, as ops it does. 1-D and 2-D: one matmul
+    per group (every input pixel times every kernel tap) and col2im, which sums the taps landing on
+    each output pixel; half types accumulate in float32 and round once, as the kernels do. 3-D (and
+    an output_padding not below the stride): the input with stride - 1 zeros between elements,
+    padded, convolved with the flipped, transposed kernel. Plain convolutions are left alone."""
+    if not transposed:
+        return NotImplemented
+    spatial = weight.dim() - 2
+    stride, padding, dilation, output_padding = (
+        [int(v) for v in values] * (spatial if len(values) == 1 else 1)
+        for values in (stride, padding, dilation, output_padding)
+    )
+    if spatial <= 2 and all(o < s for o, s in zip(output_padding, stride, strict=True)):
+        output = _transposed_convolution_col2im(input, weight, bias, stride, padding, dilation, output_padding, groups)
+    else:
+        output = _transposed_convolution_stuffed(input, weight, bias, stride, padding, dilation, output_padding, groups)
+    args = (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    return _in_kernel_layout(aten.convolution.default, output, *args)
+
+
+def _transposed_convolution_col2im(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    output_padding: list[int],
+    groups: int,
+) -> torch.Tensor:
+    one_dimensional = weight.dim() == 3
+    if one_dimensional:  # a 1-D convolution is a 2-D one of height 1
+        input, weight = input.unsqueeze(2), weight.unsqueeze(2)
+        stride, padding, dilation, output_padding = [1, *stride], [0, *padding], [1, *dilation], [0, *output_padding]
+    batch, channels, height, width = input.shape
+    _, group_outputs, kernel_h, kernel_w = weight.shape
+    compute = torch.float32 if input.dtype in (torch.float16, torch.bfloat16) else input.dtype
+    pixels = input.to(compute).reshape(batch, groups, channels // groups, height * width)
+    taps = weight.to(compute).reshape(groups, channels // groups, group_outputs * kernel_h * kernel_w)
+    # columns[n, g, (o, a, b), l]: output channel o of group g, kernel tap (a, b), input pixel l.
+    columns = torch.matmul(taps.transpose(1, 2), pixels)
+    columns = columns.reshape(batch, groups * group_outputs * kernel_h * kernel_w, height * width)
+    size = [
+        (extent - 1) * s - 2 * p + d * (k - 1) + o + 1
+        for extent, k, s, p, d, o in zip(
+            (height, width), (kernel_h, kernel_w), stride, padding, dilation, output_padding, strict=True
+        )
+    ]
+    output = aten.col2im.default(columns, size, [kernel_h, kernel_w], dilation, padding, stride)
+    if bias is not None:
+        output = output + bias.to(compute).reshape(1, -1, 1, 1)
+    output = output.to(input.dtype)
+    return output.squeeze(2) if one_dimensional else output
+
+
+def _transposed_convolution_stuffed(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    output_padding: list[int],
+    groups: int,
+) -> torch.Tensor:
+    spatial = weight.dim() - 2
+    kernel = list(weight.shape[2:])
+    for k, step in enumerate(stride):
+        if step == 1:
+            continue
+        axis = 2 + k
+        extent = input.shape[axis]
+        zeros = input.new_zeros((*input.shape[: axis + 1], step - 1, *input.shape[axis + 1 :]))
+        input = torch.cat([input.unsqueeze(axis + 1), zeros], dim=axis + 1).flatten(axis, axis + 1)
+        input = input.narrow(axis, 0, (extent - 1) * step + 1)
+    pads: list[int] = []
+    for k in reversed(range(spatial)):  # F.pad lists the last dimension first; negative pads crop
+        edge = dilation[k] * (kernel[k] - 1) - padding[k]
+        pads += [edge, edge + output_padding[k]]
+    input = torch.nn.functional.pad(input, pads)
+    channels, group_outputs = weight.shape[0], weight.shape[1]
+    flipped = weight.reshape(groups, channels // groups, group_outputs, *kernel).transpose(1, 2)
+    flipped = flipped.reshape(groups * group_outputs, channels // groups, *kernel).flip(list(range(2, 2 + spatial)))
+    ones, zeros_ = [1] * spatial, [0] * spatial
+    return aten.convolution.default(input, flipped, bias, ones, zeros_, dilation, False, zeros_, groups)
+
+
 def _extra() -> dict[Any, Any]:
     table: dict[Any, Any] = {
         aten._scaled_dot_product_efficient_attention.default: _efficient_attention,
         aten._scaled_dot_product_flash_attention.default: _flash_attention,
         aten._scaled_dot_product_flash_attention_for_cpu.default: _flash_attention_for_cpu,
+        aten.convolution.default: _convolution,  # transposed only: plain ones stay whole
     }
     if hasattr(aten, "_scaled_dot_product_cudnn_attention"):
         table[aten._scaled_dot_product_cudnn_attention.default] = _cudnn_attention
@@ -238,8 +342,9 @@ def _extra() -> dict[Any, Any]:
     return table
 
 
-# Translated for some forms only: the decomposition serves the rest (floor_divide of floats).
-_DECOMPOSED_THOUGH_TRANSLATED = frozenset({"torch.ops.aten.floor_divide.default"})
+# Targets translated for some forms only, whose decomposition serves the rest (none at present:
+# floor_divide of floats, once decomposed here, is translated since).
+_DECOMPOSED_THOUGH_TRANSLATED: frozenset[str] = frozenset()
 
 
 def natively_translated() -> frozenset[str]:

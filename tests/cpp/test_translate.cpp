@@ -114,5 +114,43 @@ TEST(Translate, MissingTranslatorIsATypedErrorNamingEveryOperator) {
   }
 }
 
+// Shape expressions with float steps (torch writes them for arange with float bounds and for
+// interpolate's scale factors under dynamic shapes) convert to exact integer arithmetic.
+TEST(SympyToExpr, FloatStepsOfIntegerSizes) {
+  const std::string s0 = "Symbol('s0', positive=True, integer=True)";
+  const Expr x = ir::symbol("s0");
+  // arange(-2.0 * n, 2.0 * n): ceil((2n - (-2n)) / 1.0) = 4n
+  EXPECT_TRUE(ir::expr_equal(
+      sympy_to_expr("CeilToInt(FloatTrueDiv(Add(Mul(Integer(-1), ToFloat(Mul(Integer(-1), Integer(2), " + s0 +
+                    "))), ToFloat(Mul(Integer(2), " + s0 + "))), Float('1.0', precision=53)))"),
+      ir::mul(ir::int_const(4), x)));
+  // arange(0, -n, -1.0): ceil(-n / -1.0) = n
+  EXPECT_TRUE(ir::expr_equal(
+      sympy_to_expr("CeilToInt(FloatTrueDiv(ToFloat(Mul(Integer(-1), " + s0 + ")), Float('-1.0', precision=53)))"), x));
+  // interpolate(scale_factor=0.5): floor(n * 0.5) = n // 2; ceil(n / 4.0) = (n + 3) // 4
+  EXPECT_TRUE(ir::expr_equal(sympy_to_expr("FloorToInt(Mul(Float('0.5', precision=53), ToFloat(" + s0 + ")))"),
+                             ir::floordiv(x, ir::int_const(2))));
+  EXPECT_TRUE(ir::expr_equal(sympy_to_expr("CeilToInt(FloatTrueDiv(ToFloat(" + s0 + "), Float('4.0', precision=53)))"),
+                             ir::floordiv(ir::add(x, ir::int_const(3)), ir::int_const(4))));
+  // floor(n * 1.5) = (3n) // 2
+  EXPECT_TRUE(ir::expr_equal(sympy_to_expr("FloorToInt(Mul(Float('1.5', precision=53), ToFloat(" + s0 + ")))"),
+                             ir::floordiv(ir::mul(ir::int_const(3), x), ir::int_const(2))));
+  // interpolate's output size: trunc(n * 0.5)
+  EXPECT_TRUE(ir::expr_equal(sympy_to_expr("TruncToInt(Mul(Float('0.5', precision=53), ToFloat(" + s0 + ")))"),
+                             sympy_to_expr("TruncToInt(Mul(Float('0.5', precision=53), ToFloat(" + s0 + ")))")));
+  EXPECT_EQ(ir::as_int_const(sympy_to_expr("TruncToInt(Float('-2.75', precision=53))")), -2);
+  EXPECT_EQ(ir::as_int_const(sympy_to_expr("TruncToInt(Float('2.75', precision=53))")), 2);
+  EXPECT_EQ(ir::as_int_const(sympy_to_expr("CeilToInt(Float('2.25', precision=53))")), 3);
+  EXPECT_EQ(ir::as_int_const(sympy_to_expr("FloorToInt(Float('-2.25', precision=53))")), -3);
+}
+
+TEST(SympyToExpr, RefusesWhatItCannotKeepExact) {
+  const std::string s0 = "Symbol('s0', positive=True, integer=True)";
+  // A symbolic divisor, a non-integer used as a size, and a decimal that is no binary fraction.
+  EXPECT_THROW(sympy_to_expr("CeilToInt(FloatTrueDiv(Integer(5), ToFloat(" + s0 + ")))"), Error);
+  EXPECT_THROW(sympy_to_expr("FloatTrueDiv(ToFloat(" + s0 + "), Float('2.0', precision=53))"), Error);
+  EXPECT_THROW(sympy_to_expr("FloorToInt(Mul(Float('0.1', precision=53), ToFloat(" + s0 + ")))"), Error);
+}
+
 }  // namespace
 }  // namespace luminal::frontend
