@@ -30,7 +30,6 @@ const std::set<std::string>& passthrough_targets() {
       "_operator.mod",
       "_operator.pow",
       "_operator.neg",
-      "_operator.pow",  // SymInt ** int (T5's relative position buckets under dynamic shapes, torch 2.11)
       "_operator.eq",
       "_operator.ne",
       "_operator.ge",
