@@ -353,6 +353,25 @@ def test_as_strided_of_fresh_tensor(dtype: torch.dtype, device: str) -> None:
     check(lambda t: (t + 1).as_strided((3, 2), (2, 1)), rand(4, 1, 3, dtype=dtype, device=device).transpose(0, 2))
 
 
+def test_as_strided_with_dynamic_sizes(device: str) -> None:
+    """Symbolic sizes and strides (a dynamic batch): adaptive average pooling to 1x1 of a
+    channels-last input restrides its mean with as_strided (torchvision's Swin); a permuted fresh
+    tensor read through as_strided."""
+
+    def pooled(t: torch.Tensor) -> torch.Tensor:
+        return F.adaptive_avg_pool2d(t.permute(0, 3, 1, 2), 1).flatten(1) * 2
+
+    def restrided(t: torch.Tensor) -> torch.Tensor:
+        fresh = t.transpose(0, 1) * 2  # eager keeps the transposed layout: strides (1, n)
+        return fresh.as_strided((3, t.shape[1]), (t.shape[1], 1))
+
+    for fn, shapes in [(pooled, [(2, 3, 4, 5), (3, 2, 5, 5), (4, 3, 4, 5)]), (restrided, [(3, 4), (3, 5), (3, 7)])]:
+        compiled = compile_luminal(fn, dynamic=True)
+        for shape in shapes:
+            x = rand(*shape, device=device)
+            torch.testing.assert_close(compiled(x), fn(x), rtol=1e-5, atol=1e-5)
+
+
 def test_as_strided_refused() -> None:
     x = rand(4, 6)
     expect_fallback(lambda t: t.as_strided((2, 2), (1, 2), 1), x, match="as_strided")

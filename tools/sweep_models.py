@@ -44,10 +44,17 @@ def _finish(model: Any, device: str, dtype: Any) -> Any:
 
 
 def _randomize(model: Any) -> Any:
-    """Random BatchNorm statistics and affine parameters, random zero-initialised heads (zoo.py)."""
+    """Random BatchNorm statistics and affine parameters, random zero-initialised heads (zoo.py),
+    and heads initialised near zero (timm's head_init_scale) re-drawn at the usual scale: an output
+    of ~1e-5 would make the comparison weak."""
     sys.path.insert(0, os.path.join(REPO, "tests", "models"))
     from zoo import randomize_normalization, randomize_zero_linears
 
+    generator = torch.Generator().manual_seed(3)
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear) and 0 < float(module.weight.detach().abs().max()) < 1e-3:
+            bound = 1.0 / max(module.in_features, 1) ** 0.5
+            module.weight.data.copy_((torch.rand(module.weight.shape, generator=generator) * 2 - 1) * bound)
     return randomize_zero_linears(randomize_normalization(model))
 
 

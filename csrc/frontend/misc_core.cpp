@@ -88,6 +88,15 @@ const pt2::Node* producer_of(const pt2::Graph& graph, const std::string& name) {
 // self's values: self must come from a non-view op, with offset 0 and a dense layout in the export
 // metadata (row-major, or a permutation of it: eager's elementwise ops keep their input's layout).
 // Graph inputs and views are refused (they run in eager).
+Expr symint_expr(const pt2::SymInt& value) {
+  return value.is_int() ? ir::int_const(value.as_int()) : sympy_to_expr(value.as_expr().expr_str);
+}
+
+std::optional<int64_t> symint_hint(const pt2::SymInt& value) {
+  const auto& hint = value.as_expr().hint;
+  return hint && hint->as_int ? hint->as_int : std::nullopt;
+}
+
 void translate_as_strided(Context& ctx, const pt2::Node& node) {
   Builder& b = ctx.builder();
   const pt2::Argument* self_arg = ctx.find_arg(node, "self");
@@ -102,19 +111,29 @@ void translate_as_strided(Context& ctx, const pt2::Node& node) {
   LUMINAL_CHECK(meta.storage_offset.is_int() && meta.storage_offset.as_int() == 0,
                 "as_strided of a tensor with a storage offset is not supported");
   LUMINAL_CHECK(meta.strides.size() == meta.sizes.size(), "as_strided operand metadata has no strides");
-  // Dims of size > 1 by increasing stride must tile the storage densely.
-  std::vector<std::pair<int64_t, size_t>> by_stride;
+  // Dims of size > 1 by increasing stride must tile the storage densely. Symbolic strides (a
+  // dynamic batch) are ordered by their example values and checked as expressions: each stride
+  // must be the product of the sizes below it.
+  struct Dim {
+    int64_t order;  // the stride, or its example value
+    size_t index;
+    Expr size, stride;
+  };
+  std::vector<Dim> by_stride;
   for (size_t d = 0; d < meta.sizes.size(); ++d) {
-    LUMINAL_CHECK(meta.sizes[d].is_int() && meta.strides[d].is_int(),
-                  "as_strided of a tensor with symbolic sizes or strides is not supported");
-    if (meta.sizes[d].as_int() != 1) by_stride.emplace_back(meta.strides[d].as_int(), d);
+    const Expr size = symint_expr(meta.sizes[d]), stride = symint_expr(meta.strides[d]);
+    if (size->is_int_const(1)) continue;
+    const std::optional<int64_t> order = meta.strides[d].is_int() ? std::optional(meta.strides[d].as_int())
+                                                                   : symint_hint(meta.strides[d]);
+    LUMINAL_CHECK(order.has_value(), "as_strided of a tensor whose symbolic strides have no example values");
+    by_stride.push_back({*order, d, size, stride});
   }
-  std::sort(by_stride.begin(), by_stride.end());
-  int64_t dense = 1;
-  for (const auto& [stride, d] : by_stride) {
-    LUMINAL_CHECK(stride == dense, "as_strided of a tensor whose layout (from ", short_target(producer->target),
-                  ") is not dense is not supported");
-    dense *= meta.sizes[d].as_int();
+  std::stable_sort(by_stride.begin(), by_stride.end(), [](const Dim& a, const Dim& c) { return a.order < c.order; });
+  Expr dense = ir::int_const(1);
+  for (const Dim& dim : by_stride) {
+    LUMINAL_CHECK(ir::expr_equal(ir::simplify(dim.stride, {}), ir::simplify(dense, {})), "as_strided of a tensor "
+                  "whose layout (from ", short_target(producer->target), ") is not dense is not supported");
+    dense = ir::mul(dense, dim.size);
   }
   const NodeId x = ctx.tensor(node, "self");
   const Shape x_shape = b.shape(x);
@@ -124,12 +143,10 @@ void translate_as_strided(Context& ctx, const pt2::Node& node) {
   LUMINAL_CHECK(size.size() == stride.size(), "as_strided size and stride lengths differ");
   Expr flat = ctx.symint_arg(node, "storage_offset").value_or(ir::int_const(0));
   for (size_t d = 0; d < size.size(); ++d) flat = ir::add(flat, ir::mul(ir::loop_var(static_cast<int>(d)), stride[d]));
-  flat = Builder::checked_index(flat, ir::int_const(dense), false);
+  flat = Builder::checked_index(flat, dense, false);
   // Storage position -> coordinates of self in its (permuted) layout.
   std::vector<Expr> at(x_shape.size(), ir::int_const(0));
-  for (const auto& [s, d] : by_stride) {
-    at[d] = ir::mod(ir::floordiv(flat, ir::int_const(s)), ir::int_const(meta.sizes[d].as_int()));
-  }
+  for (const Dim& dim : by_stride) at[dim.index] = ir::mod(ir::floordiv(flat, dim.stride), dim.size);
   ctx.set_output(node, b.pointwise(b.dtype(x), size, {x}, ir::load(0, b.dtype(x), at)));
 }
 
