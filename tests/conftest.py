@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 # Poison outputs and intermediates so that elements a kernel fails to write cannot hide.
 os.environ.setdefault("LUMINAL_POISON_OUTPUTS", "1")
@@ -32,6 +33,16 @@ def fresh_dynamo() -> None:
     torch.manual_seed(0)
     yield
     torch._dynamo.reset()
+
+
+@pytest.fixture(autouse=True)
+def exact_eager_convolutions() -> Iterator[None]:
+    """Eager's cuDNN convolutions use TF32 by default (about 1e-3 relative error); luminal computes in
+    float32, so references are taken in full float32 too."""
+    previous = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32 = previous
 
 
 @pytest.fixture(autouse=True)

@@ -59,12 +59,18 @@ Expr floor_divide_floating(const Expr& a, const Expr& b, DType dtype) {
 // div(a, b, rounding_mode) of floating tensors, as torch's kernels compute half types: floor in
 // float32, rounded once; trunc of two tensors truncates the quotient rounded to the half type
 // (7 / -0.7 in float16 is -10, not -9: the quotient -9.997 rounds to -10 first), trunc by a
-// Python scalar divides in float32 by the unrounded scalar.
-NodeId floating_rounding_division(Builder& b, const Operand& lhs, const Operand& rhs, DType out, bool floor) {
+// Python scalar divides in float32 by the unrounded scalar on CPU, and multiplies by its float32
+// reciprocal on CUDA (div_trunc_kernel_cuda: a quotient near an integer can truncate one lower).
+NodeId floating_rounding_division(Builder& b, const Operand& lhs, const Operand& rhs, DType out, bool floor,
+                                  bool cuda) {
   if (!floor) {
     const DType compute = rhs.tensor ? out : float_compute_dtype(out);
-    return b.elementwise({lhs, rhs}, compute, out, [](const std::vector<Expr>& v) {
-      return ir::unary(ExprOp::Trunc, ir::binary(ExprOp::Div, v[0], v[1]));
+    const bool by_reciprocal = cuda && !rhs.tensor;
+    return b.elementwise({lhs, rhs}, compute, out, [&](const std::vector<Expr>& v) {
+      const Expr quotient = by_reciprocal
+                                ? ir::binary(ExprOp::Mul, v[0], ir::binary(ExprOp::Div, ir::scalar_const(1, compute), v[1]))
+                                : ir::binary(ExprOp::Div, v[0], v[1]);
+      return ir::unary(ExprOp::Trunc, quotient);
     });
   }
   const DType compute = float_compute_dtype(out);
@@ -86,7 +92,8 @@ void translate_div(Context& ctx, const pt2::Node& node) {
   }
   LUMINAL_CHECK(*mode == "floor" || *mode == "trunc", "unknown rounding_mode '", *mode, "'");
   if (is_floating(out)) {
-    ctx.set_output(node, floating_rounding_division(b, lhs, rhs, out, *mode == "floor"));
+    const bool cuda = lhs.tensor && ctx.tensor_meta(ctx.find_arg(node, "self")->as_tensor().name).device.type == "cuda";
+    ctx.set_output(node, floating_rounding_division(b, lhs, rhs, out, *mode == "floor", cuda));
     return;
   }
   ctx.set_output(node, b.elementwise({lhs, rhs}, out, out, [&](const std::vector<Expr>& v) {
@@ -338,7 +345,7 @@ void register_elementwise_ops(Registry& registry) {
     const DType out = ctx.out_dtype(node);
     if (!is_floating(out)) return translate_binary(ctx, node, ExprOp::FloorDiv);
     ctx.set_output(node, floating_rounding_division(ctx.builder(), ctx.operand(node, "self"),
-                                                    ctx.operand(node, "other"), out, /*floor=*/true));
+                                                    ctx.operand(node, "other"), out, /*floor=*/true, /*cuda=*/false));
   });
   registry.add(aten + "clamp_min.default", translate_clamp);
   registry.add(aten + "clamp_min.Tensor", translate_clamp);

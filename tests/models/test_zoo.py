@@ -5,7 +5,6 @@ caches in place."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,15 +13,6 @@ import torch
 import luminal
 from helpers import assert_same, capturing_backend
 from zoo import VOCAB, ZOO, ZooModel, available, decoder_config
-
-
-@pytest.fixture(autouse=True)
-def exact_eager_convolutions() -> Iterator[None]:
-    """Eager's cuDNN convolutions use TF32 by default; compare against full float32."""
-    previous = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = False
-    yield
-    torch.backends.cudnn.allow_tf32 = previous
 
 
 def cases() -> list[Any]:
