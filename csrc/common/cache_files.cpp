@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -196,12 +197,11 @@ CacheEntryRead bad(std::string reason) {
   return read;
 }
 
-// Reads exactly `size` bytes; false when the file ends early or fails.
-bool read_exactly(int fd, std::string& out, size_t size) {
-  out.assign(size, '\0');
+// Reads exactly `size` bytes into `out`; false when the file ends early or fails.
+bool read_exactly(int fd, char* out, size_t size) {
   size_t done = 0;
   while (done < size) {
-    const ssize_t n = ::read(fd, out.data() + done, size - done);
+    const ssize_t n = ::read(fd, out + done, size - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     done += static_cast<size_t>(n);
@@ -209,20 +209,27 @@ bool read_exactly(int fd, std::string& out, size_t size) {
   return true;
 }
 
-CacheEntryRead parse_entry(std::string entry, const std::string& key) {
-  if (entry.size() < kHeaderBytes || std::memcmp(entry.data(), kMagic, sizeof(kMagic)) != 0) {
-    return bad(entry.size() < kHeaderBytes ? "is truncated (shorter than its header)" : "is not a luminal cache entry");
+// Why an entry of `size` bytes with this header is bad ("" when it may be good): checked before
+// the rest of the file is read.
+std::string header_problem(const std::string& header, uint64_t size) {
+  if (size < kHeaderBytes || header.size() < kHeaderBytes) return "is truncated (shorter than its header)";
+  if (std::memcmp(header.data(), kMagic, sizeof(kMagic)) != 0) return "is not a luminal cache entry";
+  if (const uint32_t version = get_u32(header, 8); version != kEntryVersion) {
+    return str_cat("has format version ", version, ", expected ", kEntryVersion);
   }
-  if (const uint32_t version = get_u32(entry, 8); version != kEntryVersion) {
-    return bad(str_cat("has format version ", version, ", expected ", kEntryVersion));
-  }
-  const uint64_t key_size = get_u64(entry, 16);
-  const uint64_t payload_size = get_u64(entry, 24);
-  const uint64_t body = entry.size() - kHeaderBytes;
+  const uint64_t key_size = get_u64(header, 16);
+  const uint64_t payload_size = get_u64(header, 24);
+  const uint64_t body = size - kHeaderBytes;
   if (key_size > body || payload_size != body - key_size) {
-    return bad(str_cat("is ", entry.size(), " bytes, but its header declares ", key_size, " + ", payload_size,
-                       " after the header (truncated or extended)"));
+    return str_cat("is ", size, " bytes, but its header declares ", key_size, " + ", payload_size,
+                   " after the header (truncated or extended)");
   }
+  return "";
+}
+
+CacheEntryRead parse_entry(std::string entry, const std::string& key) {
+  if (std::string problem = header_problem(entry, entry.size()); !problem.empty()) return bad(std::move(problem));
+  const uint64_t key_size = get_u64(entry, 16);
   if (get_u64(entry, kChecksumOffset) != entry_checksum(entry)) return bad("does not match its checksum");
   if (entry.compare(kHeaderBytes, key_size, key) != 0) return bad("was written for another key");
   CacheEntryRead read;
@@ -247,8 +254,15 @@ CacheEntryRead read_cache_entry(const std::string& path, const std::string& key,
   if (!S_ISREG(info.st_mode)) return bad(str_cat("is ", file_kind(info.st_mode), ", not a regular file"));
   const uint64_t size = static_cast<uint64_t>(info.st_size);
   if (size > max_bytes) return bad(str_cat("is ", size, " bytes, over the limit of ", max_bytes, " bytes"));
-  std::string entry;
-  if (!read_exactly(fd.get(), entry, static_cast<size_t>(size))) return bad("could not be read whole (truncated?)");
+  // The header first: a file that is no entry (or not this one's size) is never read whole.
+  const size_t prefix = static_cast<size_t>(std::min<uint64_t>(size, kHeaderBytes));
+  std::string entry(prefix, '\0');
+  if (!read_exactly(fd.get(), entry.data(), prefix)) return bad("could not be read whole (truncated?)");
+  if (std::string problem = header_problem(entry, size); !problem.empty()) return bad(std::move(problem));
+  entry.resize(static_cast<size_t>(size));
+  if (!read_exactly(fd.get(), entry.data() + prefix, entry.size() - prefix)) {
+    return bad("could not be read whole (truncated?)");
+  }
   return parse_entry(std::move(entry), key);
 }
 

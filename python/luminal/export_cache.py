@@ -60,8 +60,11 @@ _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 _SUFFIX = ".graph"
 _MAGIC = b"LMGRAPH\n"
 _HEADER = struct.Struct("<8sIIQ")  # magic, format, metadata bytes, archive bytes; then the sha256
-_DIGEST_BYTES = 32
+_PREFIX_BYTES = _HEADER.size + 32  # the header and the sha256
 _MAX_METADATA_BYTES = 16 << 20
+# Archives hold no weights (only lifted constants), so entries are small; a larger file is not
+# read (memory stays bounded whatever is found in the cache) and a larger export is not stored.
+_MAX_ENTRY_BYTES = 256 << 20
 _ROLES = ("user", "parameter", "buffer")
 
 
@@ -169,7 +172,7 @@ def load(key: str, expected: ExpectedLayout) -> ExportedGraph | None:
         return None
     path = entry_path(directory, key)
     try:
-        data = _read_entry(path, cache_limit_bytes())
+        data = _read_entry(path, _entry_limit())
         if data is None:
             return None
         meta, archive = unpack_entry(data)
@@ -184,8 +187,9 @@ def load(key: str, expected: ExpectedLayout) -> ExportedGraph | None:
     return exported
 
 
-def _read_entry(path: Path, limit: int) -> bytes | None:
-    """The entry's bytes, None when there is none; BadEntry for anything but a bounded regular file."""
+def _read_entry(path: Path, limit: int) -> bytearray | None:
+    """The entry's bytes, None when there is none; BadEntry for anything but a bounded regular file
+    whose header matches its size (checked before the rest is read)."""
     # O_NONBLOCK: a FIFO in the entry's place does not wait for a writer; O_NOFOLLOW: no links.
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
@@ -202,19 +206,25 @@ def _read_entry(path: Path, limit: int) -> bytes | None:
             raise BadEntry(f"is {_file_kind(info.st_mode)}, not a regular file")
         if info.st_size > limit:
             raise BadEntry(f"is {info.st_size} bytes, over the cache limit of {limit} bytes")
-        chunks = []
-        remaining = info.st_size
-        while remaining > 0:
-            chunk = os.read(descriptor, min(remaining, 1 << 24))
-            if not chunk:
-                raise BadEntry("is shorter than its size said (truncated while read)")
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks)
+        data = bytearray(info.st_size)
+        prefix = min(info.st_size, _PREFIX_BYTES)
+        _read_into(descriptor, memoryview(data)[:prefix])
+        _check_header(data[:prefix], info.st_size)
+        _read_into(descriptor, memoryview(data)[prefix:])
+        return data
     except OSError as error:
         raise BadEntry(f"cannot be read: {error.strerror}") from None
     finally:
         os.close(descriptor)
+
+
+def _read_into(descriptor: int, view: memoryview) -> None:
+    done = 0
+    while done < len(view):
+        count = os.readv(descriptor, [view[done:]])
+        if count == 0:
+            raise BadEntry("is shorter than its size said (truncated while read)")
+        done += count
 
 
 def _file_kind(mode: int) -> str:
@@ -238,32 +248,38 @@ def pack_entry(meta: dict[str, Any], archive: bytes) -> bytes:
     return header + digest.digest() + meta_bytes + archive
 
 
-def unpack_entry(data: bytes) -> tuple[dict[str, Any], bytes]:
-    """The metadata and archive of an entry file; BadEntry when it is not one whole entry."""
-    start = _HEADER.size + _DIGEST_BYTES
-    if len(data) < start:
-        raise BadEntry(f"is truncated ({len(data)} bytes, shorter than its header)")
-    magic, version, meta_size, archive_size = _HEADER.unpack_from(data)
+def _check_header(header: bytes | bytearray, size: int) -> tuple[int, int]:
+    """The metadata and archive sizes of an entry of `size` bytes starting with `header`."""
+    if size < _PREFIX_BYTES or len(header) < _PREFIX_BYTES:
+        raise BadEntry(f"is truncated ({size} bytes, shorter than its header)")
+    magic, version, meta_size, archive_size = _HEADER.unpack_from(header)
     if magic != _MAGIC:
         raise BadEntry("is not a luminal export cache entry")
     if version != _FORMAT:
         raise BadEntry(f"has format version {version}, expected {_FORMAT}")
-    if meta_size > _MAX_METADATA_BYTES or start + meta_size + archive_size != len(data):
+    if meta_size > _MAX_METADATA_BYTES or _PREFIX_BYTES + meta_size + archive_size != size:
         raise BadEntry(
-            f"is {len(data)} bytes, but its header declares {meta_size} + {archive_size} after the header "
+            f"is {size} bytes, but its header declares {meta_size} + {archive_size} after the header "
             "(truncated or extended)"
         )
-    digest = hashlib.sha256(data[: _HEADER.size])
+    return meta_size, archive_size
+
+
+def unpack_entry(data: bytes | bytearray) -> tuple[dict[str, Any], bytes]:
+    """The metadata and archive of an entry file; BadEntry when it is not one whole entry."""
+    start = _PREFIX_BYTES
+    meta_size, _ = _check_header(data[:start], len(data))
+    digest = hashlib.sha256(memoryview(data)[: _HEADER.size])
     digest.update(memoryview(data)[start:])
     if digest.digest() != data[_HEADER.size : start]:
         raise BadEntry("does not match its checksum")
     try:
-        meta = json.loads(data[start : start + meta_size].decode())
+        meta = json.loads(bytes(memoryview(data)[start : start + meta_size]).decode())
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
         raise BadEntry(f"has unreadable metadata: {error}") from None
     if not isinstance(meta, dict):
         raise BadEntry("has metadata that is not a JSON object")
-    return meta, data[start + meta_size :]
+    return meta, bytes(memoryview(data)[start + meta_size :])
 
 
 def _exported_graph(meta: dict[str, Any], archive: bytes, key: str, expected: ExpectedLayout) -> ExportedGraph:
@@ -368,7 +384,7 @@ def store(key: str, exported: ExportedGraph) -> None:
         "out_spec": out_spec,
     }
     entry = pack_entry(meta, exported.archive)
-    limit = cache_limit_bytes()
+    limit = _entry_limit()
     if len(entry) > limit:
         log.debug("luminal: export not cached: %d bytes, over the cache limit of %d", len(entry), limit)
         return
@@ -403,6 +419,10 @@ def _enforce_limit(root: Path, added_bytes: int) -> None:
     _measured[root] = (remaining, 0, time.monotonic())
     if freed:
         log.info("luminal: cache over %d bytes, removed %d bytes of least recently used entries", limit, freed)
+
+
+def _entry_limit() -> int:
+    return min(cache_limit_bytes(), _MAX_ENTRY_BYTES)
 
 
 def cache_limit_bytes() -> int:

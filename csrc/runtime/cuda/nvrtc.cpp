@@ -76,8 +76,9 @@ namespace {
 // Bumped when the entry's payload changes meaning; part of the file name, so that other luminal
 // versions sharing the directory never read each other's entries.
 constexpr const char* kDiskFormat = "kernel-cache v2";
-// A kernel cache entry (key with the generated source, plus the cubin) larger than this is bad.
-constexpr uint64_t kMaxEntryBytes = uint64_t{1} << 30;
+// A kernel cache entry (key with the generated source, plus the cubin) larger than this is bad:
+// memory stays bounded whatever is found in the cache.
+constexpr uint64_t kMaxEntryBytes = uint64_t{256} << 20;
 
 // The entry's path ("" when the disk cache is off). The file holds the whole key, so a file-name
 // collision can never hand back another program's code.
