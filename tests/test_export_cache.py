@@ -289,6 +289,32 @@ def test_bad_kernel_entry_is_recompiled_and_reported_once(
     assert _only_kernel_entry(cache_dir) == entry
 
 
+@pytest.mark.skipif(not _C.has_cuda_engine(), reason="built without the CUDA engine")
+@pytest.mark.skipif(not os.environ.get("LUMINAL_CHECK_CUDA_CODEGEN"), reason="kernels are compiled on a GPU only")
+def test_kernel_entry_path_held_by_a_directory_is_bypassed(cache_dir: Path) -> None:
+    _compile_in_thread("cpu")
+    entry = _only_kernel_entry(cache_dir)
+    entry.unlink()
+    entry.mkdir()
+    (entry / "user file").write_text("kept")
+    torch._dynamo.reset()
+    reported = _luminal_warnings(_compile_in_thread("cpu"))
+    assert len(reported) == 1 and "left in place" in reported[0] and str(entry) in reported[0], reported
+    assert (entry / "user file").read_text() == "kept"
+
+
+def test_prune_removes_temporaries_left_by_dead_writers(cache_dir: Path) -> None:
+    (cache_dir / "graphs").mkdir()
+    stale = [cache_dir / ".sm_90-1.cubin.tmp.99.1.0", cache_dir / "graphs" / ".abc.graph.tmp.x1"]
+    fresh = cache_dir / "graphs" / ".def.graph.tmp.x2"
+    for path in [*stale, fresh]:
+        path.write_bytes(b"partial")
+    for path in stale:
+        os.utime(path, (1_000, 1_000))
+    export_cache.prune(cache_dir, 1 << 30)
+    assert not any(path.exists() for path in stale) and fresh.exists()
+
+
 # ------------------------------------------------------------------------------------------------
 # Environment values
 # ------------------------------------------------------------------------------------------------

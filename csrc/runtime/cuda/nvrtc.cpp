@@ -89,28 +89,34 @@ std::string disk_cache_file(const std::string& key, const std::string& arch) {
   return (std::filesystem::path(root) / name).string();
 }
 
-// The cached cubin, or "" on a miss. A bad entry is evicted (and recompiled by the caller), with
-// one notice per path and process.
-std::string read_disk_entry(const std::string& file, const std::string& key) {
+struct DiskLookup {
+  std::string cubin;      // "" on a miss
+  bool writable = true;   // false: something that is not ours to remove occupies the entry's path
+};
+
+// The cached cubin. A bad entry is evicted (the caller recompiles), with one notice per path and
+// process; what cannot be evicted (a directory that is not empty) is left and bypassed.
+DiskLookup read_disk_entry(const std::string& file, const std::string& key) {
   CacheEntryRead read = read_cache_entry(file, key, kMaxEntryBytes);
   if (read.status == CacheEntryRead::Status::Hit && read.payload.compare(0, 4, "\x7f" "ELF") != 0) {
     read.status = CacheEntryRead::Status::Bad;
     read.reason = "holds no cubin (no ELF header)";
   }
+  DiskLookup lookup;
   if (read.status == CacheEntryRead::Status::Hit) {
     // Recently used: the cache's size limit evicts least recently used files first.
     std::error_code ignored;
     std::filesystem::last_write_time(file, std::filesystem::file_time_type::clock::now(), ignored);
-    return std::move(read.payload);
-  }
-  if (read.status == CacheEntryRead::Status::Bad) {
+    lookup.cubin = std::move(read.payload);
+  } else if (read.status == CacheEntryRead::Status::Bad) {
     const std::string left = evict_cache_entry(file);
+    lookup.writable = left.empty();
     const std::string outcome = left.empty() ? "removed it and compiled the kernels again"
                                              : str_cat("compiled the kernels again without caching them: ", left);
     notify_once("cache", "kernel-entry:" + file,
                 str_cat("luminal: the kernel cache entry ", file, " ", read.reason, "; ", outcome));
   }
-  return "";
+  return lookup;
 }
 
 void write_disk_entry(const std::string& file, const std::string& key, const std::string& cubin) {
@@ -133,10 +139,11 @@ std::string compile_to_cubin(const std::string& source, const std::string& arch)
     if (auto it = memory.find(key); it != memory.end()) return it->second;
   }
   const std::string file = disk_cache_file(key, arch);
-  std::string cubin = file.empty() ? std::string() : read_disk_entry(file, key);
+  DiskLookup lookup = file.empty() ? DiskLookup{"", false} : read_disk_entry(file, key);
+  std::string cubin = std::move(lookup.cubin);
   if (cubin.empty()) {
     cubin = compile_uncached(source, arch);
-    if (!file.empty()) write_disk_entry(file, key, cubin);
+    if (lookup.writable) write_disk_entry(file, key, cubin);
   }
   std::lock_guard<std::mutex> lock(mutex);
   memory.emplace(key, cubin);
