@@ -303,6 +303,14 @@ def test_kernel_entry_path_held_by_a_directory_is_bypassed(cache_dir: Path) -> N
     assert (entry / "user file").read_text() == "kept"
 
 
+def test_graphs_directory_replaced_by_a_fifo_turns_the_export_cache_off(device: str, cache_dir: Path) -> None:
+    os.mkfifo(cache_dir / "graphs")
+    reported = _luminal_warnings(_compile_in_thread(device))
+    assert reported == [f"luminal: exported graphs are not cached: {cache_dir / 'graphs'} is not a directory"]
+    torch._dynamo.reset()
+    assert _luminal_warnings(_compile_in_thread(device)) == []
+
+
 def test_prune_removes_temporaries_left_by_dead_writers(cache_dir: Path) -> None:
     (cache_dir / "graphs").mkdir()
     stale = [cache_dir / ".sm_90-1.cubin.tmp.99.1.0", cache_dir / "graphs" / ".abc.graph.tmp.x1"]

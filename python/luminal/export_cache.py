@@ -72,7 +72,17 @@ def cache_directory() -> Path | None:
     """Where exported graphs are cached, or None when caching is off."""
     root = _C.cache_directory()
     report_core_notices()  # an unusable LUMINAL_CACHE_DIR: one warning
-    return Path(root) / "graphs" if root else None
+    if not root:
+        return None
+    graphs = Path(root) / "graphs"
+    if os.path.lexists(graphs) and not graphs.is_dir():
+        warn_once(
+            f"graphs-directory:{graphs}",
+            f"luminal: exported graphs are not cached: {graphs} is not a directory",
+            LuminalCacheWarning,
+        )
+        return None
+    return graphs
 
 
 def _describe_input(value: Any, role: str | None) -> str:
