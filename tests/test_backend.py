@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import warnings
 import zipfile
 
 import pytest
@@ -220,7 +221,7 @@ def test_small_matmuls_fuse_into_one_kernel(device: str) -> None:
 
 
 def _cached_archives(directory) -> list:
-    return sorted((directory / "graphs").glob("*.pt2"))
+    return sorted((directory / "graphs").glob("*.graph"))
 
 
 def test_warm_compile_skips_export(device: str, tmp_path, monkeypatch) -> None:
@@ -251,11 +252,12 @@ def test_export_cache_keys_on_shapes_and_ignores_corrupt_entries(tmp_path, monke
         archives = _cached_archives(tmp_path)
         assert len(archives) == 2  # another shape, another export
         for archive in archives:
-            archive.write_bytes(b"not a zip archive")
+            archive.write_bytes(b"not a cache entry " * 8)
         torch._dynamo.reset()
         x = rand(4, 6)
-        assert_same(torch.compile(model, backend="luminal", dynamic=False)(x), model(x))
-    assert any(a.read_bytes().startswith(b"PK") for a in archives)  # the bad entry was rewritten
+        with pytest.warns(luminal.LuminalCacheWarning, match="is not a luminal export cache entry"):
+            assert_same(torch.compile(model, backend="luminal", dynamic=False)(x), model(x))
+    assert any(a.read_bytes().startswith(b"LMGRAPH") for a in archives)  # the bad entry was rewritten
 
 
 def test_export_cache_can_be_disabled(tmp_path, monkeypatch) -> None:
@@ -309,7 +311,7 @@ def test_cache_evicts_least_recently_used_files_over_its_limit(tmp_path, monkeyp
     assert not entry.exists() and len(_cached_archives(tmp_path)) == 1 and unrelated.exists()
 
 
-SIZES = [("", 2 << 30), ("1000", 1000), ("3k", 3072), ("2 M", 2 << 20), ("x", 2 << 30)]
+SIZES = [("", 2 << 30), ("1000", 1000), ("3k", 3072), ("2 M", 2 << 20)]
 
 
 @pytest.mark.parametrize("text,expected", SIZES)
@@ -318,3 +320,15 @@ def test_cache_limit_parses_sizes(text: str, expected: int, monkeypatch) -> None
 
     monkeypatch.setenv("LUMINAL_CACHE_MAX_BYTES", text)
     assert export_cache.cache_limit_bytes() == expected
+
+
+@pytest.mark.parametrize("text", ["x", "-1", "1.5G", "12T", "\u0663"])
+def test_cache_limit_warns_once_on_invalid_sizes(text: str, monkeypatch) -> None:
+    from luminal import export_cache
+
+    monkeypatch.setenv("LUMINAL_CACHE_MAX_BYTES", text)
+    with pytest.warns(luminal.LuminalCacheWarning, match="LUMINAL_CACHE_MAX_BYTES=.* is not a size"):
+        assert export_cache.cache_limit_bytes() == 2 << 30
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert export_cache.cache_limit_bytes() == 2 << 30

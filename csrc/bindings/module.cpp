@@ -17,8 +17,10 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include "common/cache_files.h"
 #include "common/env.h"
 #include "common/error.h"
+#include "common/notices.h"
 #include "frontend/translate.h"
 #include "runtime/compiled.h"
 #if LUMINAL_HAVE_CUDA
@@ -550,4 +552,14 @@ PYBIND11_MODULE(_C, m) {
 #endif
       },
       "Forgets compiled CUDA modules held in memory (the disk cache stays).");
+  m.def("cache_directory", [] { return cache_root(); },
+        "The on-disk cache's root directory (LUMINAL_CACHE_DIR resolved, created and checked), '' when off.");
+  m.def(
+      "take_notices",
+      [] {
+        std::vector<std::pair<std::string, std::string>> out;
+        for (Notice& notice : take_notices()) out.emplace_back(std::move(notice.kind), std::move(notice.message));
+        return out;
+      },
+      "Warnings the core queued since the last call, as (kind, message): kind 'cache' or 'dump'.");
 }

@@ -13,15 +13,17 @@ from luminal import _cuda_libraries  # noqa: F401  (registers where NVRTC and cu
 from luminal._C import LuminalError, LuminalUnsupportedError, clear_kernel_cache
 from luminal.backend import CompiledFunction, compile_count, luminal_backend, reset_compile_count
 from luminal.explain import Explanation, explain
-from luminal.policy import LuminalFallbackWarning
+from luminal.policy import LuminalCacheWarning, LuminalFallbackWarning, LuminalWarning
 from luminal.pt2 import load
 
 __all__ = [
     "CompiledFunction",
     "Explanation",
+    "LuminalCacheWarning",
     "LuminalError",
     "LuminalFallbackWarning",
     "LuminalUnsupportedError",
+    "LuminalWarning",
     "clear_kernel_cache",
     "compile_count",
     "explain",

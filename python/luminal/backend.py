@@ -33,7 +33,18 @@ from luminal.guards import (
     overlapping_inputs,
     specialized_scalars,
 )
-from luminal.policy import EagerGraph, EagerPath, Options, describe_error, first_line, parse_options, run_in_eager
+from luminal.policy import (
+    EagerGraph,
+    EagerPath,
+    LuminalWarning,
+    Options,
+    describe_error,
+    first_line,
+    parse_options,
+    report_core_notices,
+    run_in_eager,
+    warn_once,
+)
 
 log = logging.getLogger("luminal")
 
@@ -141,6 +152,8 @@ class CompiledFunction:
             self._eager_reason = f"its first call failed: {first_line(error)}"
             self._eager.warn_once("first call", f"luminal: this graph runs in eager: {self._eager_reason}")
             return self._eager(*args)
+        finally:
+            report_core_notices()  # the first CUDA call compiles (and caches) the kernels
         self._checked = True
         return outputs
 
@@ -172,7 +185,9 @@ class CompiledFunction:
 def export_through_cache(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> ExportedGraph:
     roles = [_input_role(v) if isinstance(v, torch.Tensor) else None for v in example_inputs]
     key = export_cache.cache_key(gm, example_inputs, roles)
-    cached = export_cache.load(key) if key is not None else None
+    cached = None
+    if key is not None:
+        cached = export_cache.load(key, export_cache.expected_layout(gm, example_inputs, roles))
     if cached is not None:
         log.debug("luminal: export cache hit %s", key)
         tensors = [example_inputs[i] for i in cached.layout.tensors]
@@ -291,7 +306,10 @@ def compile_exported(
 ) -> CompiledFunction:
     """Compiles an exported graph. With ``eager``, the first call falls back to it (see CompiledFunction)."""
     _dump_archive(exported)
-    graph = _C.compile(exported.archive, list(exported.input_roles), megakernel)
+    try:
+        graph = _C.compile(exported.archive, list(exported.input_roles), megakernel)
+    finally:
+        report_core_notices()  # a bad kernel cache entry, an unusable LUMINAL_DUMP_KERNELS
     stats = graph.stats()
     if stats["megakernel"]:
         log.info("luminal: one megakernel per call on CUDA (%s)", stats["megakernel_reason"])
@@ -301,18 +319,33 @@ def compile_exported(
 
 
 def _dump_archive(exported: ExportedGraph) -> None:
-    """LUMINAL_DUMP_PT2=<dir>: keep every archive handed to the core (for bug reports)."""
-    directory = os.environ.get("LUMINAL_DUMP_PT2")
-    if not directory:
+    """LUMINAL_DUMP_PT2=<dir>: keep every archive handed to the core (for bug reports). A directory
+    that cannot be written warns once; the compile goes on."""
+    configured = os.environ.get("LUMINAL_DUMP_PT2")
+    if not configured:
         return
-    os.makedirs(directory, exist_ok=True)
-    with _state_lock:
-        index = len(os.listdir(directory))
-    path = os.path.join(directory, f"graph_{index:04d}.pt2")
-    with open(path, "wb") as f:
-        f.write(exported.archive)
-    with open(path + ".roles", "w") as f:
-        f.write(" ".join(exported.input_roles))
+    directory = os.path.abspath(os.path.expanduser(configured))
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with _state_lock:
+            index = len(os.listdir(directory))
+            while True:  # another process may dump into the same directory: never overwrite
+                path = os.path.join(directory, f"graph_{index:04d}.pt2")
+                try:
+                    dump = open(path, "xb")  # noqa: SIM115  (closed below)
+                    break
+                except FileExistsError:
+                    index += 1
+        with dump:
+            dump.write(exported.archive)
+        with open(path + ".roles", "w") as f:
+            f.write(" ".join(exported.input_roles))
+    except OSError as error:
+        warn_once(
+            f"dump-pt2:{configured}",
+            f"luminal: LUMINAL_DUMP_PT2={configured!r} is not usable ({error}); exported archives are not dumped",
+            LuminalWarning,
+        )
 
 
 def _require_one_device(names: list[str], tensors: list[torch.Tensor]) -> None:

@@ -9,18 +9,29 @@ affected partition), and one ``LuminalFallbackWarning`` per compiled graph says 
 from __future__ import annotations
 
 import logging
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from luminal import _C
 from luminal._C import LuminalError
 
 log = logging.getLogger("luminal")
 
 
-class LuminalFallbackWarning(UserWarning):
+class LuminalWarning(UserWarning):
+    """Base of luminal's warnings; on its own: a debugging setting (LUMINAL_DUMP_*) cannot be honoured."""
+
+
+class LuminalFallbackWarning(LuminalWarning):
     """Part of a compiled graph runs in eager because luminal does not support it."""
+
+
+class LuminalCacheWarning(LuminalWarning):
+    """An on-disk cache entry or directory could not be used: the entry was rebuilt, or caching is
+    off. Nothing ran in eager and the results are unaffected."""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -71,6 +82,28 @@ def warn_fallback(message: str) -> None:
     """The one user-visible message of a fallback (also logged)."""
     warnings.warn(message, LuminalFallbackWarning, stacklevel=3)
     log.info(message)
+
+
+_warned_once: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def warn_once(key: str, message: str, category: type[Warning] = LuminalWarning) -> None:
+    """Warns (and logs) `message` the first time this process sees `key`."""
+    with _warned_lock:
+        if key in _warned_once:
+            return
+        _warned_once.add(key)
+    warnings.warn(message, category, stacklevel=3)
+    log.warning(message)
+
+
+def report_core_notices() -> None:
+    """The warnings the C++ core queued (a bad kernel cache entry, an unusable directory), as Python
+    warnings; the core already sends each at most once per process."""
+    for kind, message in _C.take_notices():
+        warnings.warn(message, LuminalCacheWarning if kind == "cache" else LuminalWarning, stacklevel=3)
+        log.warning(message)
 
 
 def first_line(error: BaseException) -> str:

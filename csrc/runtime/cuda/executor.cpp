@@ -8,8 +8,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/cache_files.h"
 #include "common/env.h"
 #include "common/error.h"
+#include "common/notices.h"
 #include "ir/simplify.h"
 #include "runtime/cuda/api.h"
 #include "runtime/cuda/cublaslt.h"
@@ -170,13 +172,29 @@ CUcontext use_primary_context(int device) {
   return primary;
 }
 
+// LUMINAL_DUMP_KERNELS=<dir>: keeps every generated module (a debugging aid: a directory that
+// cannot be written gives one notice, never a failed compile).
 void dump_kernels(const std::string& source) {
-  const char* dir = std::getenv("LUMINAL_DUMP_KERNELS");
-  if (!dir || !*dir) return;
+  const char* value = std::getenv("LUMINAL_DUMP_KERNELS");
+  if (!value || !*value) return;
+  std::string problem;
+  const std::string dir = resolve_user_directory(value, problem);
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  const std::string name = str_cat("module_", std::hex, std::hash<std::string>{}(source), ".cu");
-  std::ofstream(std::filesystem::path(dir) / name) << source;
+  if (problem.empty()) std::filesystem::create_directories(dir, ec);
+  if (problem.empty() && ec) problem = str_cat("cannot create ", dir, ": ", ec.message());
+  const std::filesystem::path file =
+      std::filesystem::path(dir) / str_cat("module_", std::hex, fnv1a64(source), ".cu");
+  if (problem.empty()) {
+    std::ofstream out(file, std::ios::binary);
+    out << source;
+    out.close();
+    if (!out) problem = str_cat("cannot write ", file.string());
+  }
+  if (!problem.empty()) {
+    notify_once("dump", str_cat("dump-kernels:", value),
+                str_cat("luminal: LUMINAL_DUMP_KERNELS='", value, "' is not usable (", problem,
+                        "); generated CUDA modules are not dumped"));
+  }
 }
 
 }  // namespace

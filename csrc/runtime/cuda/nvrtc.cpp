@@ -1,60 +1,19 @@
 #include "runtime/cuda/nvrtc.h"
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <vector>
 
+#include "common/cache_files.h"
 #include "common/error.h"
+#include "common/notices.h"
 #include "runtime/cuda/api.h"
 
 namespace luminal::cuda {
 
 namespace {
-
-// FNV-1a, 64 bits: a stable file name for the disk cache (std::hash may differ across builds).
-uint64_t fnv1a(const std::string& text) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-std::filesystem::path cache_dir() {
-  if (const char* dir = std::getenv("LUMINAL_CACHE_DIR")) return dir;  // "" disables the disk cache
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::filesystem::path(xdg) / "luminal";
-  if (const char* home = std::getenv("HOME"); home && *home) return std::filesystem::path(home) / ".cache" / "luminal";
-  return "";
-}
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-// Writes atomically (temporary file + rename) so concurrent processes never see half a cubin.
-void write_file(const std::filesystem::path& path, const std::string& bytes) {
-  std::error_code ec;
-  std::filesystem::create_directories(path.parent_path(), ec);
-  if (ec) return;
-  const std::filesystem::path temp = path.string() + ".tmp" + std::to_string(fnv1a(bytes) ^ reinterpret_cast<uintptr_t>(&ec));
-  {
-    std::ofstream out(temp, std::ios::binary);
-    if (!out) return;
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  }
-  std::filesystem::rename(temp, path, ec);
-  if (ec) std::filesystem::remove(temp, ec);
-}
 
 struct ProgramDeleter {
   void operator()(nvrtcProgram* program) const {
@@ -112,6 +71,64 @@ void clear_memory_cache() {
   cache.cubins.clear();
 }
 
+namespace {
+
+// Bumped when the entry's payload changes meaning; part of the file name, so that other luminal
+// versions sharing the directory never read each other's entries.
+constexpr const char* kDiskFormat = "kernel-cache v2";
+// A kernel cache entry (key with the generated source, plus the cubin) larger than this is bad:
+// memory stays bounded whatever is found in the cache.
+constexpr uint64_t kMaxEntryBytes = uint64_t{256} << 20;
+
+// The entry's path ("" when the disk cache is off). The file holds the whole key, so a file-name
+// collision can never hand back another program's code.
+std::string disk_cache_file(const std::string& key, const std::string& arch) {
+  const std::string root = cache_root();
+  if (root.empty()) return "";
+  const std::string name = str_cat(arch, "-", std::hex, fnv1a64(str_cat(kDiskFormat, "|", key)), ".cubin");
+  return (std::filesystem::path(root) / name).string();
+}
+
+struct DiskLookup {
+  std::string cubin;      // "" on a miss
+  bool writable = true;   // false: something that is not ours to remove occupies the entry's path
+};
+
+// The cached cubin. A bad entry is evicted (the caller recompiles), with one notice per path and
+// process; what cannot be evicted (a directory that is not empty) is left and bypassed.
+DiskLookup read_disk_entry(const std::string& file, const std::string& key) {
+  CacheEntryRead read = read_cache_entry(file, key, kMaxEntryBytes);
+  if (read.status == CacheEntryRead::Status::Hit && read.payload.compare(0, 4, "\x7f" "ELF") != 0) {
+    read.status = CacheEntryRead::Status::Bad;
+    read.reason = "holds no cubin (no ELF header)";
+  }
+  DiskLookup lookup;
+  if (read.status == CacheEntryRead::Status::Hit) {
+    // Recently used: the cache's size limit evicts least recently used files first.
+    std::error_code ignored;
+    std::filesystem::last_write_time(file, std::filesystem::file_time_type::clock::now(), ignored);
+    lookup.cubin = std::move(read.payload);
+  } else if (read.status == CacheEntryRead::Status::Bad) {
+    const std::string left = evict_cache_entry(file);
+    lookup.writable = left.empty();
+    const std::string outcome = left.empty() ? "removed it and compiled the kernels again"
+                                             : str_cat("compiled the kernels again without caching them: ", left);
+    notify_once("cache", "kernel-entry:" + file,
+                str_cat("luminal: the kernel cache entry ", file, " ", read.reason, "; ", outcome));
+  }
+  return lookup;
+}
+
+void write_disk_entry(const std::string& file, const std::string& key, const std::string& cubin) {
+  const std::string error = write_cache_entry(file, key, cubin);
+  if (error.empty()) return;
+  const std::string dir = std::filesystem::path(file).parent_path().string();
+  notify_once("cache", "kernel-write:" + dir,
+              str_cat("luminal: compiled kernels are not cached on disk: ", error));
+}
+
+}  // namespace
+
 std::string compile_to_cubin(const std::string& source, const std::string& arch) {
   MemoryCache& cache = memory_cache();
   std::mutex& mutex = cache.mutex;
@@ -121,26 +138,12 @@ std::string compile_to_cubin(const std::string& source, const std::string& arch)
     std::lock_guard<std::mutex> lock(mutex);
     if (auto it = memory.find(key); it != memory.end()) return it->second;
   }
-  // Disk entries hold the whole key before the cubin, so a file-name collision can never hand
-  // back another program's code.
-  const std::filesystem::path dir = cache_dir();
-  const std::filesystem::path file =
-      dir.empty() ? std::filesystem::path() : dir / str_cat(arch, "-", std::hex, fnv1a(key), ".cubin");
-  const std::string header = key + '\0';
-  std::string cubin;
-  if (!file.empty()) {
-    const std::string entry = read_file(file);
-    if (entry.size() > header.size() + 4 && entry.compare(0, header.size(), header) == 0 &&
-        entry.compare(header.size(), 4, "\x7f" "ELF") == 0) {
-      cubin = entry.substr(header.size());
-      // Recently used: the cache's size limit evicts least recently used files first.
-      std::error_code ignored;
-      std::filesystem::last_write_time(file, std::filesystem::file_time_type::clock::now(), ignored);
-    }
-  }
+  const std::string file = disk_cache_file(key, arch);
+  DiskLookup lookup = file.empty() ? DiskLookup{"", false} : read_disk_entry(file, key);
+  std::string cubin = std::move(lookup.cubin);
   if (cubin.empty()) {
     cubin = compile_uncached(source, arch);
-    if (!file.empty()) write_file(file, header + cubin);
+    if (lookup.writable) write_disk_entry(file, key, cubin);
   }
   std::lock_guard<std::mutex> lock(mutex);
   memory.emplace(key, cubin);

@@ -6,8 +6,9 @@
 namespace luminal::cuda {
 
 // Compiles `source` for `arch` (e.g. "sm_90") to a cubin. Results are cached in memory and, unless
-// LUMINAL_CACHE_DIR is set to an empty string, on disk under LUMINAL_CACHE_DIR
-// (default: $XDG_CACHE_HOME/luminal or ~/.cache/luminal), keyed by source, arch and NVRTC version.
+// caching is off, on disk in the cache root (common/cache_files.h: LUMINAL_CACHE_DIR, default
+// $XDG_CACHE_HOME/luminal or ~/.cache/luminal), keyed by source, arch and NVRTC version. A bad disk
+// entry is evicted and recompiled with one "cache" notice (common/notices.h).
 // Raises luminal::Error with the compiler log on failure.
 std::string compile_to_cubin(const std::string& source, const std::string& arch);
 
