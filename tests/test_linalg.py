@@ -38,6 +38,22 @@ def test_matmul_operand_that_is_also_an_output(dtype: torch.dtype, device: str) 
         assert_same(compiled(x, w), f(x, w), tolerance_scale=4)
 
 
+def test_matmul_of_a_repeated_parameter(device: str) -> None:
+    """SigLIP's attention-pooling head: a [1, 1, k] probe parameter repeated over the batch feeds
+    linear layers. The repeat is a view whose rows all read one row (stride 0), which cuBLASLt
+    cannot take: it is staged into a dense buffer first (the first call raised)."""
+    probe = rand(1, 1, 64, device=device)
+    weight, bias = rand(96, 64, device=device, low=-0.2, high=0.2), rand(96, device=device)
+
+    def head(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        repeated = probe.repeat(x.shape[0], 1, 1)
+        return torch.nn.functional.linear(repeated, weight, bias) + x, probe.expand(x.shape[0], 5, 64) @ weight.t()
+
+    for batch in (3, 1):
+        x = rand(batch, 1, 96, device=device)
+        assert_same(torch.compile(head, backend="luminal")(x), head(x), tolerance_scale=4)
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16], ids=str)
 def test_mm_dtypes(dtype: torch.dtype, device: str) -> None:
     check(torch.mm, rand(8, 16, dtype=dtype, device=device), rand(16, 5, dtype=dtype, device=device), tolerance_scale=4)

@@ -86,6 +86,21 @@ NodeId view_base(const ir::Graph& g, NodeId id) {
   return id;
 }
 
+// A view that repeats rows or columns of its base (expand of a [1, k] parameter: stride 0 in a
+// matrix dim) has no leading dimension cuBLASLt can take, whatever the base's strides.
+bool broadcasts_a_matrix_dim(const ir::Graph& g, NodeId operand) {
+  const auto view = passes::as_affine_view(g, operand);
+  if (!view) return false;
+  const auto& shape = g.node(operand).shape;
+  for (size_t j = shape.size() >= 2 ? shape.size() - 2 : 0; j < shape.size(); ++j) {
+    if (shape[j]->is_int_const(1)) continue;
+    const bool repeated = std::all_of(view->coefficients.begin(), view->coefficients.end(),
+                                      [&](const std::vector<Expr>& row) { return row[j]->is_int_const(0); });
+    if (repeated) return true;
+  }
+  return false;
+}
+
 ir::Graph stage_library_operands(const ir::Graph& in, size_t& staged) {
   ir::Graph out;
   out.symbols = in.symbols;
@@ -105,7 +120,8 @@ ir::Graph stage_library_operands(const ir::Graph& in, size_t& staged) {
       for (NodeId& operand : copy.inputs) {
         const NodeId base_id = view_base(out, operand);
         const Node& base = out.node(base_id);
-        if ((base.kind == NodeKind::Input && base.role == ir::InputRole::User) || written_by_caller[base_id]) {
+        if ((base.kind == NodeKind::Input && base.role == ir::InputRole::User) || written_by_caller[base_id] ||
+            broadcasts_a_matrix_dim(out, operand)) {
           const Node& source = out.node(operand);
           operand = out.add(identity_copy(source, operand, str_cat("stage matmul operand of ", node.origin)));
           written_by_caller.push_back(false);
