@@ -332,3 +332,49 @@ def test_cache_limit_warns_once_on_invalid_sizes(text: str, monkeypatch) -> None
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert export_cache.cache_limit_bytes() == 2 << 30
+
+
+class _HostTable(torch.nn.Module):
+    """VideoMAE's position embeddings: a plain CPU tensor attribute (no buffer, so `.to(device)`
+    leaves it on the host) that forward casts and moves to the input's device."""
+
+    def __init__(self, table: torch.Tensor, update_in_place: bool = False) -> None:
+        super().__init__()
+        self.table = table
+        self.update_in_place = update_in_place
+        self.proj = torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.update_in_place:
+            self.table.add_(1)
+        return self.proj(x + self.table.type_as(x).to(device=x.device, copy=True))
+
+
+def test_host_tensor_the_graph_moves_to_the_device(device: str) -> None:
+    """A CUDA graph whose CPU input is only moved to the device runs whole on a copy made per call:
+    a later change of the host tensor shows, as in eager."""
+    table = rand(1, 8, 16)
+    model = _HostTable(table).to(device).eval()
+    compiled = torch.compile(model, backend="luminal")
+    for step in range(3):
+        if step == 2:
+            table.mul_(-2)
+        x = rand(2, 8, 16, device=device)
+        assert_same(compiled(x), model(x), tolerance_scale=4)
+
+
+def test_host_tensor_updated_in_place_is_not_moved() -> None:
+    """An in-place update of the host tensor must reach host memory: the graph is not run on a
+    device copy (on CUDA it falls back with a warning naming the devices)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device next to the host tensor")
+    table = rand(1, 8, 16)
+    model = _HostTable(table.clone(), update_in_place=True).cuda().eval()
+    reference = _HostTable(table.clone(), update_in_place=True).cuda().eval()
+    reference.load_state_dict(model.state_dict())
+    compiled = torch.compile(model, backend="luminal")
+    x = rand(2, 8, 16, device="cuda")
+    with pytest.warns(luminal.LuminalFallbackWarning, match="one device"):
+        actual = compiled(x)
+    assert_same(actual, reference(x), tolerance_scale=4)
+    assert_same(model.table, reference.table)

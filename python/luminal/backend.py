@@ -73,9 +73,15 @@ class CallLayout:
 
     tensors: tuple[int, ...]
     sizes: tuple[int, ...] = ()
+    # Host tensors (call positions) that the graph only moves to `device` (see _host_inputs): each
+    # call copies them there, as eager's transfer in the graph does.
+    host: tuple[int, ...] = ()
+    device: str = ""
 
     def inputs(self, args: Sequence[Any]) -> list[Any]:
         carriers = [_C.CompiledGraph.size_carrier(_concrete_int(args[i])) for i in self.sizes]
+        if self.host:
+            return [args[i].to(self.device) if i in self.host else args[i] for i in self.tensors] + carriers
         return [args[i] for i in self.tensors] + carriers
 
 
@@ -122,7 +128,8 @@ class CompiledFunction:
         flat_tuple = _is_flat_tuple(exported.out_spec)
         graph.set_call_layout(list(self._layout.tensors), flat_tuple, list(self._layout.sizes))
         # A flat tuple of outputs (the common case) needs no Python work per call.
-        self._fast_call = graph.call if flat_tuple or exported.out_spec is None else None
+        fast = (flat_tuple or exported.out_spec is None) and not self._layout.host
+        self._fast_call = graph.call if fast else None
 
     def __call__(self, *args: Any) -> Any:
         if not self._checked:
@@ -194,7 +201,7 @@ def export_through_cache(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
         _require_one_device([f"input {i}" for i in cached.layout.tensors], tensors)
         return cached
     exported = export_graph(gm, example_inputs)
-    if key is not None:
+    if key is not None and not exported.layout.host:  # the cache's layout has no host inputs
         export_cache.store(key, exported)
     return exported
 
@@ -348,6 +355,36 @@ def _dump_archive(exported: ExportedGraph) -> None:
         )
 
 
+def _host_inputs(
+    gm: torch.fx.GraphModule, tensor_positions: list[int], example_inputs: Sequence[Any]
+) -> tuple[tuple[int, ...], str]:
+    """CPU tensors in a CUDA graph that the graph only carries to the device (VideoMAE's sinusoid
+    table is a plain CPU attribute that forward casts and moves with `.to(device)`): the call
+    positions of such inputs and the device. The graph then runs on copies moved there per call.
+    Refused (empty) when a CPU value is updated in place or returned: those must stay host memory."""
+    tensors = [example_inputs[i] for i in tensor_positions]
+    devices = {t.device for t in tensors if t.device.type != "cpu"}
+    cpu = [i for i in tensor_positions if example_inputs[i].device.type == "cpu" and example_inputs[i].dim() > 0]
+    if len(devices) != 1 or not cpu or next(iter(devices)).type != "cuda":
+        return (), ""
+
+    def on_host(value: Any) -> bool:
+        return any(isinstance(v, torch.Tensor) and v.device.type == "cpu" for v in pytree.tree_leaves(value))
+
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "get_attr") or not on_host(node.meta.get("example_value")):
+            continue
+        name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+        in_place = name.endswith("_") and not name.endswith("__") or name in ("setitem", "__setitem__")
+        if in_place:
+            return (), ""
+    for node in gm.graph.find_nodes(op="output"):
+        returned = [a.meta.get("example_value") for a in pytree.tree_leaves(node.args) if isinstance(a, torch.fx.Node)]
+        if on_host(returned):
+            return (), ""
+    return tuple(cpu), str(next(iter(devices)))
+
+
 def _require_one_device(names: list[str], tensors: list[torch.Tensor]) -> None:
     # 0-d CPU tensors (Python scalars Dynamo passes as tensors) may sit next to CUDA tensors, as in
     # eager; the core refuses them at run time only if the compiled graph actually reads them.
@@ -414,11 +451,18 @@ def export_program(
                 "(luminal takes tensors and integer sizes)"
             )
     tensor_nodes = [placeholders[i] for i in tensor_positions]
-    _require_one_device([placeholders[i].name for i in tensor_positions], [example_inputs[i] for i in tensor_positions])
+    host, device = _host_inputs(gm, tensor_positions, example_inputs)
+    for k, position in enumerate(tensor_positions):
+        if position in host:
+            roles[k] = "user"  # copied per call: never bound once like a parameter
+    _require_one_device(
+        [placeholders[i].name for i in tensor_positions],
+        [example_inputs[i].to(device) if i in host else example_inputs[i] for i in tensor_positions],
+    )
     carried = _replace_integer_placeholders(gm, tensor_nodes, symbolic)
     gm.recompile()
 
-    layout = CallLayout(tuple(tensor_positions), tuple(position for position, _ in carried))
+    layout = CallLayout(tuple(tensor_positions), tuple(position for position, _ in carried), host, device)
     args = tuple(layout.inputs(example_inputs))
     dynamic_shapes = _dynamic_shapes(gm, tensor_nodes + [carrier for _, carrier in carried], len(tensor_nodes))
     with _luminal_export(), torch._guards.tracing(None):
