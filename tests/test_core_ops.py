@@ -372,12 +372,28 @@ def test_as_strided_with_dynamic_sizes(device: str) -> None:
             torch.testing.assert_close(compiled(x), fn(x), rtol=1e-5, atol=1e-5)
 
 
+def test_as_strided_of_a_view(device: str) -> None:
+    """Longformer's chunking: overlapping windows of a reshaped fresh tensor (a view spanning the
+    whole storage) read with as_strided; a transposed view too."""
+
+    def chunks(t: torch.Tensor) -> torch.Tensor:
+        h = (t * 2).view(2, 2, 8, 3)
+        stride = list(h.stride())
+        stride[1] //= 2
+        return h.as_strided([2, 3, 8, 3], stride) + 1
+
+    check(chunks, rand(2, 16, 3, device=device))
+    check(lambda t: (t + 1).t().as_strided((3, 4), (1, 3)), rand(4, 3, device=device))
+
+
 def test_as_strided_refused() -> None:
     x = rand(4, 6)
     expect_fallback(lambda t: t.as_strided((2, 2), (1, 2), 1), x, match="as_strided")
     # Refused; the views feeding it run in eager with it, so eager's storage is read.
     expect_fallback(lambda t: t[1:].as_strided((2, 2), (1, 2), 1), x, match="as_strided")
     expect_fallback(lambda t: t.transpose(0, 1).as_strided((2, 2), (1, 2), 1), x, match="as_strided")
+    # A view of part of a fresh tensor: eager's as_strided may read the rest of the storage.
+    expect_fallback(lambda t: (t * 2)[:2].as_strided((2, 2), (1, 2)), x, match="part of")
 
 
 def test_as_strided_of_view_fallback_result() -> None:

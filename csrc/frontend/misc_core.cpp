@@ -87,7 +87,8 @@ const pt2::Node* producer_of(const pt2::Graph& graph, const std::string& name) {
 // offset + sum(i_d * stride_d) of self's storage in eager. Only sound when that storage is exactly
 // self's values: self must come from a non-view op, with offset 0 and a dense layout in the export
 // metadata (row-major, or a permutation of it: eager's elementwise ops keep their input's layout).
-// Graph inputs and views are refused (they run in eager).
+// Views are followed to the op that allocated their storage (storage_producer); graph inputs are
+// refused (they run in eager).
 Expr symint_expr(const pt2::SymInt& value) {
   return value.is_int() ? ir::int_const(value.as_int()) : sympy_to_expr(value.as_expr().expr_str);
 }
@@ -97,16 +98,41 @@ std::optional<int64_t> symint_hint(const pt2::SymInt& value) {
   return hint && hint->as_int ? hint->as_int : std::nullopt;
 }
 
+Expr element_count(const pt2::TensorMeta& meta) {
+  Expr count = ir::int_const(1);
+  for (const pt2::SymInt& size : meta.sizes) count = ir::mul(count, symint_expr(size));
+  return ir::simplify(count, {});
+}
+
+// The op that allocated the storage `name` reads: views (Longformer chunks a reshaped product with
+// as_strided) are followed to their source. A view is accepted only when it spans its source's
+// whole storage (same element count), so that its storage is exactly the source's values.
+const pt2::Node* storage_producer(Context& ctx, const std::string& name) {
+  std::string current = name;
+  for (;;) {
+    const pt2::Node* producer = producer_of(ctx.pt2_graph(), current);
+    LUMINAL_CHECK(producer != nullptr,
+                  "as_strided of a graph input is not supported: its storage layout is unknown to luminal");
+    if (!is_view_target(producer->target)) {
+      LUMINAL_CHECK(ir::expr_equal(element_count(ctx.tensor_meta(current)), element_count(ctx.tensor_meta(name))),
+                    "as_strided of a view of part of the result of ", short_target(producer->target),
+                    " is not supported");
+      return producer;
+    }
+    const pt2::Argument* source = ctx.find_arg(*producer, "self");
+    const bool aten = producer->target.rfind("torch.ops.aten.", 0) == 0;
+    LUMINAL_CHECK(aten && source && source->kind() == pt2::Argument::Kind::Tensor, "as_strided of the result of ",
+                  short_target(producer->target), " (an op of unknown storage layout) is not supported");
+    current = source->as_tensor().name;
+  }
+}
+
 void translate_as_strided(Context& ctx, const pt2::Node& node) {
   Builder& b = ctx.builder();
   const pt2::Argument* self_arg = ctx.find_arg(node, "self");
   LUMINAL_CHECK(self_arg && self_arg->kind() == pt2::Argument::Kind::Tensor, "as_strided needs a tensor operand");
   const std::string& name = self_arg->as_tensor().name;
-  const pt2::Node* producer = producer_of(ctx.pt2_graph(), name);
-  LUMINAL_CHECK(producer != nullptr,
-                "as_strided of a graph input is not supported: its storage layout is unknown to luminal");
-  LUMINAL_CHECK(!is_view_target(producer->target), "as_strided of the result of ", short_target(producer->target),
-                " (a view, or an op of unknown storage layout) is not supported");
+  const pt2::Node* producer = storage_producer(ctx, name);
   const pt2::TensorMeta& meta = ctx.tensor_meta(name);
   LUMINAL_CHECK(meta.storage_offset.is_int() && meta.storage_offset.as_int() == 0,
                 "as_strided of a tensor with a storage offset is not supported");
