@@ -23,6 +23,49 @@ struct BagInputs {
 // Slots of the reduce node's inputs.
 constexpr int kWeightSlot = 0, kIndicesSlot = 1, kOffsetsSlot = 2, kSampleWeightSlot = 3;
 
+struct BagBounds {
+  Expr start;   // the bag's first position in indices
+  Expr extent;  // its number of indices
+};
+
+// The bounds of the bag at output row i0, with eager's validation of the offsets: offsets[0] is 0,
+// no offset exceeds the number of indices, offsets never decrease (eager CPU raises for these;
+// eager CUDA treats offsets[0] as 0 and asserts on decreasing offsets). The checks are value
+// checks: range analysis must not use them to simplify the extent away (empty indices made it a
+// constant 0 and dropped every check).
+BagBounds checked_bag_bounds(DType offsets_dtype, const Expr& num_indices, const Expr& num_offsets,
+                             bool include_last_offset) {
+  const Expr bag = ir::loop_var(0);
+  const Expr past_end = ir::add(num_indices, ir::int_const(1));
+  const Expr raw_start = ir::cast(ir::load(kOffsetsSlot, offsets_dtype, {bag}), DType::I64);
+  const Expr first = ir::eq(bag, ir::int_const(0));
+  const Expr first_start = ir::check_value(
+      raw_start, ir::int_const(1),
+      "{op}: offsets[0] has to be 0 (the first bag starts at the first index), but got {value} (offsets, {target}, "
+      "node {node})",
+      first);
+  const Expr other_start = ir::check_value(
+      raw_start, past_end,
+      "{op}: offsets can not be greater than the length of indices {limit} or negative, but got an offset of {value} "
+      "(offsets, {target}, node {node})",
+      ir::unary(ir::ExprOp::Not, first));
+  const Expr start = ir::where(first, first_start, other_start);
+
+  const Expr next = ir::add(bag, ir::int_const(1));
+  const Expr next_exists = include_last_offset ? ir::bool_const(true) : ir::lt(next, num_offsets);
+  const Expr next_offset = ir::cast(ir::load(kOffsetsSlot, offsets_dtype, {next}, next_exists), DType::I64);
+  const Expr end = ir::check_value(
+      ir::where(next_exists, next_offset, num_indices), past_end,
+      "{op}: offsets can not be greater than the length of indices {limit} or negative, but got an offset of {value} "
+      "(offsets, {target}, node {node})");
+  // start <= end, i.e. start in [0, end + 1).
+  const Expr ordered_start = ir::check_value(
+      start, ir::add(end, ir::int_const(1)),
+      "{op}: offsets have to be non-decreasing, but an offset of {value} is followed by {limit} (offsets, {target}, "
+      "node {node})");
+  return {ordered_start, ir::max(ir::sub(end, ordered_start), ir::int_const(0))};
+}
+
 void translate_embedding_bag(Context& ctx, const pt2::Node& node) {
   Builder& b = ctx.builder();
   BagInputs in{ctx.tensor(node, "weight"), ctx.tensor(node, "indices"), ctx.tensor(node, "offsets"),
@@ -59,18 +102,16 @@ void translate_embedding_bag(Context& ctx, const pt2::Node& node) {
   const Expr num_bags = include_last_offset ? ir::sub(num_offsets, ir::int_const(1)) : num_offsets;
   const Shape out_shape{num_bags, b.shape(in.weight)[1]};
 
-  // Bag bounds of the bag at output row i0.
-  const Expr bag = ir::loop_var(0);
-  const Expr start = Builder::checked_index(ir::load(kOffsetsSlot, b.dtype(in.offsets), {bag}), ir::add(num_indices, ir::int_const(1)), false);
-  const Expr next = ir::add(bag, ir::int_const(1));
-  const Expr next_exists = include_last_offset ? ir::bool_const(true) : ir::lt(next, num_offsets);
-  const Expr next_offset = ir::cast(ir::load(kOffsetsSlot, b.dtype(in.offsets), {next}, next_exists), DType::I64);
-  const Expr end = Builder::checked_index(ir::where(next_exists, next_offset, num_indices), ir::add(num_indices, ir::int_const(1)), false);
-  const Expr extent = ir::max(ir::sub(end, start), ir::int_const(0));
+  // Bag bounds of the bag at output row i0, validated as eager validates offsets (see
+  // checked_bag_bounds).
+  const BagBounds bounds = checked_bag_bounds(b.dtype(in.offsets), num_indices, num_offsets, include_last_offset);
+  const Expr start = bounds.start;
+  const Expr extent = bounds.extent;
 
   // One element of the bag: its index (checked against the table) and value.
   const Expr position = ir::check_index(ir::add(start, ir::reduce_var(0)), num_indices);
-  const Expr row = Builder::checked_index(ir::load(kIndicesSlot, index_dtype, {position}), num_rows, false);
+  const Expr row = Builder::checked_index(ir::load(kIndicesSlot, index_dtype, {position}), num_rows, false, nullptr,
+                                         "indices");
   Expr value = ir::cast(ir::load(kWeightSlot, b.dtype(in.weight), {row, ir::loop_var(1)}), accumulate);
   if (in.per_sample_weights) {
     value = ir::mul(value, ir::cast(ir::load(kSampleWeightSlot, b.dtype(in.weight), {position}), accumulate));
