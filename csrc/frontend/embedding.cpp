@@ -1,9 +1,11 @@
-// Embedding bags (_embedding_bag, _embedding_bag_forward_only) with bags given by run-time
-// offsets: bag sizes may be 1, uniform, or vary per bag. Modes sum, mean and max; optional
-// per_sample_weights (sum only) and padding_idx; include_last_offset.
+// Embedding bags (_embedding_bag, _embedding_bag_forward_only, and the public embedding_bag that
+// a .pt2 saved without decompositions holds) with bags given by run-time offsets: bag sizes may be
+// 1, uniform, or vary per bag. Modes sum, mean and max; optional per_sample_weights (sum only)
+// and padding_idx; include_last_offset.
 //
 // Every bag is a ragged reduction: out[b, d] = combine over r < end(b) - start(b) of
-// weight[indices[start(b) + r], d]. Offsets and indices are bounds-checked at run time.
+// weight[indices[start(b) + r], d]. Offsets are validated and indices bounds-checked at run time;
+// failures name embedding_bag and the input (offsets or indices).
 #include <cmath>
 
 #include "common/error.h"
@@ -29,10 +31,13 @@ struct BagBounds {
 };
 
 // The bounds of the bag at output row i0, with eager's validation of the offsets: offsets[0] is 0,
-// no offset exceeds the number of indices, offsets never decrease (eager CPU raises for these;
-// eager CUDA treats offsets[0] as 0 and asserts on decreasing offsets). The checks are value
-// checks: range analysis must not use them to simplify the extent away (empty indices made it a
-// constant 0 and dropped every check).
+// no offset exceeds the number of indices, offsets never decrease. Eager CPU raises for these
+// (except mode='max', which then assigns indices to bags by their sorted offsets); eager CUDA treats
+// offsets[0] as 0 and fails with a device-side assert or an illegal address for the others. With
+// include_last_offset the last offset must be the number of indices: the CPU ends the last bag
+// at offsets[-1], CUDA at the end of indices, so any other value would make one of them differ.
+// The checks are value checks: range analysis must not use them to simplify the extent away
+// (empty indices made it a constant 0, which dropped every check).
 BagBounds checked_bag_bounds(DType offsets_dtype, const Expr& num_indices, const Expr& num_offsets,
                              bool include_last_offset) {
   const Expr bag = ir::loop_var(0);
@@ -54,10 +59,19 @@ BagBounds checked_bag_bounds(DType offsets_dtype, const Expr& num_indices, const
   const Expr next = ir::add(bag, ir::int_const(1));
   const Expr next_exists = include_last_offset ? ir::bool_const(true) : ir::lt(next, num_offsets);
   const Expr next_offset = ir::cast(ir::load(kOffsetsSlot, offsets_dtype, {next}, next_exists), DType::I64);
-  const Expr end = ir::check_value(
+  Expr end = ir::check_value(
       ir::where(next_exists, next_offset, num_indices), past_end,
       "{op}: offsets can not be greater than the length of indices {limit} or negative, but got an offset of {value} "
       "(offsets, {target}, node {node})");
+  if (include_last_offset) {
+    const Expr last_bag = ir::eq(next, ir::sub(num_offsets, ir::int_const(1)));
+    const Expr excess = ir::check_value(
+        ir::sub(end, num_indices), ir::int_const(1),
+        "{op}: with include_last_offset, offsets[-1] has to be the length of indices, but offsets[-1] - len(indices) "
+        "is {value} (offsets, {target}, node {node})",
+        last_bag);
+    end = ir::where(last_bag, ir::add(excess, num_indices), end);  // a masked check reads 0 where off
+  }
   // start <= end, i.e. start in [0, end + 1).
   const Expr ordered_start = ir::check_value(
       start, ir::add(end, ir::int_const(1)),
@@ -66,13 +80,28 @@ BagBounds checked_bag_bounds(DType offsets_dtype, const Expr& num_indices, const
   return {ordered_start, ir::max(ir::sub(end, ordered_start), ir::int_const(0))};
 }
 
+// _embedding_bag takes -1 for "no padding"; the public embedding_bag.padding_idx takes None, or
+// an index in [-rows, rows) that counts from the end when negative (as ATen's embedding_bag wraps it).
+int64_t bag_padding_idx(Context& ctx, const pt2::Node& node) {
+  const bool public_op = node.target.find("._embedding_bag") == std::string::npos;
+  const int64_t padding_idx = ctx.int_arg(node, "padding_idx", -1);
+  const pt2::Argument* arg = ctx.find_arg(node, "padding_idx");
+  if (!public_op || !arg || arg->is_none()) return padding_idx;
+  const auto rows = ir::as_int_const(ctx.builder().shape(ctx.tensor(node, "weight"))[0]);
+  LUMINAL_CHECK(rows.has_value(), "embedding_bag with padding_idx ", padding_idx,
+                " needs a weight whose number of rows is known at compile time");
+  LUMINAL_CHECK(padding_idx >= -*rows && padding_idx < *rows, "padding_idx must be within the number of embeddings, -",
+                *rows, " through ", *rows - 1, ", but got ", padding_idx);
+  return padding_idx < 0 ? padding_idx + *rows : padding_idx;
+}
+
 void translate_embedding_bag(Context& ctx, const pt2::Node& node) {
   Builder& b = ctx.builder();
   BagInputs in{ctx.tensor(node, "weight"), ctx.tensor(node, "indices"), ctx.tensor(node, "offsets"),
                ctx.optional_tensor(node, "per_sample_weights")};
   const auto mode = static_cast<BagMode>(ctx.int_arg(node, "mode", 0));
   const bool include_last_offset = ctx.bool_arg(node, "include_last_offset", false);
-  const int64_t padding_idx = ctx.int_arg(node, "padding_idx", -1);
+  const int64_t padding_idx = bag_padding_idx(ctx, node);
 
   LUMINAL_CHECK(mode == BagMode::Sum || mode == BagMode::Mean || mode == BagMode::Max, "unknown embedding_bag mode ",
                 static_cast<int>(mode));
@@ -151,6 +180,9 @@ void translate_embedding_bag(Context& ctx, const pt2::Node& node) {
 void register_embedding_ops(Registry& registry) {
   registry.add("torch.ops.aten._embedding_bag.default", translate_embedding_bag);
   registry.add("torch.ops.aten._embedding_bag_forward_only.default", translate_embedding_bag);
+  // The public op, as a .pt2 saved without run_decompositions holds it.
+  registry.add("torch.ops.aten.embedding_bag.default", translate_embedding_bag);
+  registry.add("torch.ops.aten.embedding_bag.padding_idx", translate_embedding_bag);
 }
 
 }  // namespace luminal::frontend

@@ -86,7 +86,7 @@ AdvancedIndex advanced_index(Builder& b, const Shape& x_shape, const std::vector
     }
     const Expr raw = ir::load(first_slot + static_cast<int>(k), b.dtype(t), std::move(t_index));
     result.coordinates[indexed_dims[k]] = Builder::checked_index(raw, x_shape[indexed_dims[k]], /*wrap_negative=*/true,
-                                                                 nullptr, str_cat("indices[", k, "]"));
+                                                                 nullptr, str_cat("indices[", indexed_dims[k], "]"));
   }
   for (size_t d = 0; d < rank; ++d) {
     if (!result.coordinates[d]) result.coordinates[d] = ir::loop_var(x_dim_axis[d]);

@@ -42,16 +42,29 @@ std::string index_check_label(const std::string& input, bool wrap_negative) {
                  wrap_negative ? "[-{bound}, {bound})" : "[0, {bound})", " (", which, "{target}, node {node})");
 }
 
+namespace {
+
+// Names come from the archive: braces in them must not read as placeholders later.
+std::string inert(std::string text) {
+  for (char& c : text) {
+    if (c == '{') c = '(';
+    if (c == '}') c = ')';
+  }
+  return text;
+}
+
+}  // namespace
+
 Expr bind_check_labels(const Expr& e, const CheckSite& site) {
   if (!contains_op(e, ExprOp::CheckIndex)) return e;
-  const std::string op = user_op_name(site.target);
+  const std::string op = inert(user_op_name(site.target)), target = inert(site.target), node = inert(site.node);
   return transform(e, [&](const Expr& original, const std::vector<Expr>& args) -> Expr {
     if (original->op != ExprOp::CheckIndex) return nullptr;
     std::string label = original->symbol.empty() ? index_check_label("", false) : original->symbol;
     if (!has_op_placeholders(label)) return nullptr;
     replace_all(label, "{op}", op);
-    replace_all(label, "{target}", site.target);
-    replace_all(label, "{node}", site.node);
+    replace_all(label, "{target}", target);
+    replace_all(label, "{node}", node);
     ExprNode relabelled = *original;
     relabelled.symbol = std::move(label);
     return check_like(relabelled, args[0], args[1], original->masked ? args[2] : nullptr);
