@@ -112,7 +112,8 @@ void translate_index_select(Context& ctx, const pt2::Node& node) {
   const NodeId index = ctx.tensor(node, "index");
   LUMINAL_CHECK(b.rank(index) <= 1, "index_select index must be rank 0 or 1");
   // index_select rejects negative indices.
-  ctx.set_output(node, b.take(ctx.tensor(node, "self"), ctx.int_arg(node, "dim"), index, /*wrap_negative=*/false, "index"));
+  const NodeId self = ctx.tensor(node, "self");
+  ctx.set_output(node, b.take(self, ctx.int_arg(node, "dim"), index, /*wrap_negative=*/false, "index"));
 }
 
 // embedding(weight, indices, padding_idx, ...): padding only affects gradients.

@@ -219,8 +219,8 @@ void translate_grouped_mm(Context& ctx, const pt2::Node& node) {
     // Group i0 covers k in [start, end): start is the previous group's end (0 for the first).
     const Expr k_total = sa[1];
     const Expr end_of = [&](const Expr& group) {
-      return Builder::checked_index(ir::cast(ir::load(2, DType::I32, {group}), DType::I64), ir::add(k_total, ir::int_const(1)), false,
-                                    nullptr, "offs");
+      return Builder::checked_index(ir::cast(ir::load(2, DType::I32, {group}), DType::I64),
+                                    ir::add(k_total, ir::int_const(1)), false, nullptr, "offs");
     }(i0);
     const Expr has_previous = ir::ge(i0, ir::int_const(1));
     const Expr previous = ir::cast(ir::load(2, DType::I32, {ir::sub(i0, ir::int_const(1))}, has_previous), DType::I64);

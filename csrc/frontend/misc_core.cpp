@@ -540,9 +540,9 @@ void translate_histc(Context& ctx, const pt2::Node& node) {
     return;
   }
   // float32 with more elements than 2^24: a bin that big raises (its label names the reason).
-  const Expr checked =
-      ir::check_index(ir::load(0, DType::I64, {ir::loop_var(0)}), ir::int_const(*limit + 1), nullptr,
-                      "{op}: a bin count above {limit} ({value}), where float32 counts are inexact ({target}, node {node})");
+  const Expr checked = ir::check_index(
+      ir::load(0, DType::I64, {ir::loop_var(0)}), ir::int_const(*limit + 1), nullptr,
+      "{op}: a bin count above {limit} ({value}), where float32 counts are inexact ({target}, node {node})");
   ctx.set_output(node, b.pointwise(dtype, {ir::int_const(bins)}, {counts}, ir::cast(checked, dtype)));
 }
 

@@ -72,7 +72,9 @@ Expr bind_check_labels(const Expr& e, const CheckSite& site) {
 }
 
 std::string check_failure_message(const std::string& label, int64_t value, int64_t bound, const std::string& origin) {
-  if (label.empty()) return str_cat("index ", value, " is out of bounds for a dimension of size ", bound, " in ", origin);
+  if (label.empty()) {
+    return str_cat("index ", value, " is out of bounds for a dimension of size ", bound, " in ", origin);
+  }
   // A wrapped negative index was value - bound before wrapping (still negative when it failed).
   const int64_t written = value < 0 ? static_cast<int64_t>(static_cast<uint64_t>(value) - static_cast<uint64_t>(bound))
                                     : value;
