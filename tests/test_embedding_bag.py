@@ -60,12 +60,20 @@ def test_embedding_bag_padding_idx(mode: str, device: str) -> None:
     check(lambda i, o: F.embedding_bag(i, weight, o, mode=mode, padding_idx=2), idx, offsets)
 
 
-@pytest.mark.parametrize("padding_idx", [-1, -6])
-def test_embedding_bag_negative_padding_idx_counts_from_the_end(padding_idx: int, device: str) -> None:
+@pytest.mark.parametrize(
+    "padding_idx,dynamic",
+    # dynamic=True passes padding_idx as an integer input, which the compiled graph takes down to -2.
+    [(2, False), (-1, False), (-6, False), (2, True), (-1, True)],
+    ids=["2", "-1", "-6", "2-dynamic", "-1-dynamic"],
+)
+def test_embedding_bag_padding_idx_of_the_public_op(padding_idx: int, dynamic: bool, device: str) -> None:
+    """aten.embedding_bag.padding_idx: a negative padding_idx counts from the end, also when the
+    weight's rows are symbolic (dynamic)."""
     weight = rand(8, 3, device=device)
     idx = torch.tensor([2, 7, 2, 5, 7, 1, 2], device=device)
     offsets = torch.tensor([0, 2, 3, 5], device=device)
-    check(lambda i, o: F.embedding_bag(i, weight, o, mode="mean", padding_idx=padding_idx), idx, offsets)
+    fn = lambda i, o, w: F.embedding_bag(i, w, o, mode="mean", padding_idx=padding_idx)  # noqa: E731
+    check(fn, idx, offsets, weight, dynamic=dynamic)
 
 
 @pytest.mark.parametrize("mode", ["sum", "mean", "max"])

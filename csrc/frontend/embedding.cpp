@@ -80,19 +80,22 @@ BagBounds checked_bag_bounds(DType offsets_dtype, const Expr& num_indices, const
   return {ordered_start, ir::max(ir::sub(end, ordered_start), ir::int_const(0))};
 }
 
-// _embedding_bag takes -1 for "no padding"; the public embedding_bag.padding_idx takes None, or
-// an index in [-rows, rows) that counts from the end when negative (as ATen's embedding_bag wraps it).
-int64_t bag_padding_idx(Context& ctx, const pt2::Node& node) {
+// The row that padding_idx excludes, if any. _embedding_bag takes -1 for "no padding"; the public
+// embedding_bag.padding_idx takes None, or an index in [-rows, rows) that counts from the end when
+// negative (ATen's embedding_bag wraps it). Rows may be symbolic (a dynamic weight).
+std::optional<Expr> bag_padding_row(Context& ctx, const pt2::Node& node, const Expr& rows) {
   const bool public_op = node.target.find("._embedding_bag") == std::string::npos;
   const int64_t padding_idx = ctx.int_arg(node, "padding_idx", -1);
   const pt2::Argument* arg = ctx.find_arg(node, "padding_idx");
-  if (!public_op || !arg || arg->is_none()) return padding_idx;
-  const auto rows = ir::as_int_const(ctx.builder().shape(ctx.tensor(node, "weight"))[0]);
-  LUMINAL_CHECK(rows.has_value(), "embedding_bag with padding_idx ", padding_idx,
-                " needs a weight whose number of rows is known at compile time");
-  LUMINAL_CHECK(padding_idx >= -*rows && padding_idx < *rows, "padding_idx must be within the number of embeddings, -",
-                *rows, " through ", *rows - 1, ", but got ", padding_idx);
-  return padding_idx < 0 ? padding_idx + *rows : padding_idx;
+  if (!public_op || !arg || arg->is_none()) {
+    return padding_idx >= 0 ? std::optional<Expr>(ir::int_const(padding_idx)) : std::nullopt;
+  }
+  if (const auto known = ir::as_int_const(rows)) {
+    LUMINAL_CHECK(padding_idx >= -*known && padding_idx < *known, "padding_idx must be within the number of embeddings, -",
+                  *known, " through ", *known - 1, ", but got ", padding_idx);
+  }
+  // With symbolic rows an out-of-range padding_idx matches no row (F.embedding_bag rejects it before).
+  return padding_idx < 0 ? ir::add(rows, ir::int_const(padding_idx)) : ir::int_const(padding_idx);
 }
 
 void translate_embedding_bag(Context& ctx, const pt2::Node& node) {
@@ -101,7 +104,6 @@ void translate_embedding_bag(Context& ctx, const pt2::Node& node) {
                ctx.optional_tensor(node, "per_sample_weights")};
   const auto mode = static_cast<BagMode>(ctx.int_arg(node, "mode", 0));
   const bool include_last_offset = ctx.bool_arg(node, "include_last_offset", false);
-  const int64_t padding_idx = bag_padding_idx(ctx, node);
 
   LUMINAL_CHECK(mode == BagMode::Sum || mode == BagMode::Mean || mode == BagMode::Max, "unknown embedding_bag mode ",
                 static_cast<int>(mode));
@@ -127,6 +129,7 @@ void translate_embedding_bag(Context& ctx, const pt2::Node& node) {
   const DType accumulate = (out_dtype == DType::F16 || out_dtype == DType::BF16) ? DType::F32 : out_dtype;
   const Expr num_indices = b.shape(in.indices)[0];
   const Expr num_rows = b.shape(in.weight)[0];
+  const std::optional<Expr> padding_row = bag_padding_row(ctx, node, num_rows);
   const Expr num_offsets = b.shape(in.offsets)[0];
   const Expr num_bags = include_last_offset ? ir::sub(num_offsets, ir::int_const(1)) : num_offsets;
   const Shape out_shape{num_bags, b.shape(in.weight)[1]};
@@ -145,7 +148,7 @@ void translate_embedding_bag(Context& ctx, const pt2::Node& node) {
   if (in.per_sample_weights) {
     value = ir::mul(value, ir::cast(ir::load(kSampleWeightSlot, b.dtype(in.weight), {position}), accumulate));
   }
-  const Expr is_padding = padding_idx >= 0 ? ir::eq(row, ir::int_const(padding_idx)) : ir::bool_const(false);
+  const Expr is_padding = padding_row ? ir::eq(row, *padding_row) : ir::bool_const(false);
 
   std::vector<NodeId> inputs{in.weight, in.indices, in.offsets};
   if (in.per_sample_weights) inputs.push_back(*in.per_sample_weights);
@@ -156,7 +159,7 @@ void translate_embedding_bag(Context& ctx, const pt2::Node& node) {
   const NodeId reduced =
       b.reduce(accumulate, out_shape, inputs, ir::where(is_padding, neutral, value), combine, {extent});
 
-  if (mode == BagMode::Sum && padding_idx < 0) {
+  if (mode == BagMode::Sum && !padding_row) {
     ctx.set_output(node, 0, b.cast(reduced, out_dtype));
     return;
   }
