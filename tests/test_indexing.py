@@ -222,3 +222,50 @@ def test_index_put_unsupported_form_falls_back(device: str) -> None:
     values = rand(int(mask.sum()), 4, device=device)  # one row of values per selected row
     with pytest.warns(LuminalFallbackWarning, match="index_put"):
         check(lambda t, m, v: t.index_put((m,), v), x, mask, values)
+
+
+# A failed index check names the user-level op, the input the index came from and the exported
+# node, whichever kernel ends up running the check (here the embedding is fused into the view and
+# arithmetic after it, which used to be reported as "in view (aten.view.default)").
+INDEX_MESSAGES = {
+    "embedding": (
+        lambda t, i: torch.nn.functional.embedding(i, t).view(-1) * 2,
+        [1, 3],
+        [1, -1],
+        r"embedding: index -1 is out of bounds: valid range \[0, 5\) "
+        r"\(indices, aten\.embedding\.default, node embedding\)",
+    ),
+    "index": (
+        lambda t, i: (t[i] + 1).flatten(),
+        [0, -5],
+        [0, -6],
+        r"index: index -6 is out of bounds: valid range \[-5, 5\) \(indices\[0\], aten\.index\.Tensor, node index\)",
+    ),
+    "index_past_end": (
+        lambda t, i: t[:, i].sum(0),
+        [0, 2],
+        [0, 3],
+        r"index: index 3 is out of bounds: valid range \[-3, 3\) \(indices\[1\], aten\.index\.Tensor",
+    ),
+    "index_select": (
+        lambda t, i: torch.index_select(t, 0, i).t() * 3,
+        [4, 0],
+        [7, 0],
+        r"index_select: index 7 is out of bounds: valid range \[0, 5\) \(index, aten\.index_select\.default",
+    ),
+    "gather": (
+        lambda t, i: torch.gather(t, 0, i.view(1, 2).expand(2, 2)).exp(),
+        [4, 1],
+        [4, 5],
+        r"gather: index 5 is out of bounds: valid range \[0, 5\) \(index, aten\.gather\.default",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INDEX_MESSAGES))
+def test_index_check_names_op_and_input(case: str, device: str) -> None:
+    fn, valid, bad, match = INDEX_MESSAGES[case]
+    x = rand(5, 3, device=device)
+    compiled = torch.compile(fn, backend="luminal")
+    good = torch.tensor(valid, device=device)
+    assert_raises_when_run(compiled, x, torch.tensor(bad, device=device), match=match, valid=(x, good))

@@ -104,7 +104,7 @@ extern "C" __global__ void __launch_bounds__(128) LM_KERNEL(const LM_KERNEL_para
       if (g < lm_groups) {
         lm_end = LM_KERNEL_end(p, g);
         if (lm_end < lm_start || lm_end > lm_m) {
-          lm_report(p.error, 1, lm_end - lm_start, lm_m - lm_start + 1);
+          lm_report(p.error, 1, lm_end - lm_start, lm_m - lm_start + 1, -1);
           lm_end = lm_end < lm_start ? lm_start : lm_m;
         }
       }
@@ -265,7 +265,11 @@ std::string sanitize(const std::string& symbol) {
 // ------------------------------------------------------------------------------------------------
 class KernelWriter {
  public:
-  KernelWriter(const Node& node, const std::vector<OperandInfo>& operands) : node_(node), operands_(operands) {}
+  // `check_labels`: where the labels of the checks go (shared by the nodes of a row kernel);
+  // null: the writer's own list, which name_and_finish hands to the kernel.
+  KernelWriter(const Node& node, const std::vector<OperandInfo>& operands,
+               std::vector<std::string>* check_labels = nullptr)
+      : node_(node), operands_(operands), check_labels_(check_labels ? check_labels : &own_check_labels_) {}
 
   // ---- shape expressions (i64, symbols only) ----
   static std::string shape_code(const Expr& e) {
@@ -434,6 +438,7 @@ class KernelWriter {
     add_param(ParamKind::Output);
     for (size_t slot = 0; slot < operands_.size(); ++slot) add_param(ParamKind::Input, static_cast<int>(slot));
     add_param(ParamKind::ErrorFlag);
+    add_param(ParamKind::CheckBase);
     collect_symbols();
     for (size_t slot = 0; slot < operands_.size(); ++slot) {
       if (operands_[slot].layout != Layout::Strided) continue;
@@ -448,6 +453,15 @@ class KernelWriter {
     kernel.name = str_cat("lm_", hex_bits(std::hash<std::string>{}(text)).substr(2));
     kernel.source = replace_all(text, "LM_KERNEL", kernel.name);
     kernel.params = params_;
+    kernel.check_labels = *check_labels_;
+  }
+
+  // The kernel-local id of a check label.
+  size_t check_label_id(const std::string& label) {
+    const auto found = std::find(check_labels_->begin(), check_labels_->end(), label);
+    if (found != check_labels_->end()) return static_cast<size_t>(found - check_labels_->begin());
+    check_labels_->push_back(label);
+    return check_labels_->size() - 1;
   }
 
   void add_param(ParamKind kind, int slot = -1, int dim = -1, std::string symbol = "") {
@@ -486,6 +500,7 @@ class KernelWriter {
           out << "  const " << storage_type(operands_[p.slot].dtype) << "* __restrict__ in" << p.slot << ";\n";
           break;
         case ParamKind::ErrorFlag: out << "  lm_i64* error;\n"; break;
+        case ParamKind::CheckBase: out << "  lm_i64 check_base;\n"; break;
         case ParamKind::Symbol: out << "  lm_i64 " << sanitize(p.symbol) << ";\n"; break;
         case ParamKind::InputStride: out << "  lm_i64 stride" << p.slot << "_" << p.dim << ";\n"; break;
         case ParamKind::NodePointer:
@@ -904,7 +919,8 @@ class KernelWriter {
       case ExprOp::CheckIndex: {
         const std::string mask = e->masked ? arg(2) : "true";
         uses_checks_ = true;
-        return str_cat("lm_check(", arg(0), ", ", arg(1), ", ", mask, ", p.error, lm_ok)");
+        return str_cat("lm_check(", arg(0), ", ", arg(1), ", ", mask, ", p.error, lm_ok, p.check_base + ",
+                       check_label_id(e->symbol), ")");
       }
       case ExprOp::Cast: return cast_code(e->args[0]->dtype, t, arg(0));
       case ExprOp::Where: return str_cat("(", arg(0), " ? ", arg(1), " : ", arg(2), ")");
@@ -1391,6 +1407,8 @@ class KernelWriter {
   std::vector<std::unique_ptr<Scope>> scopes_;
   std::unordered_map<const ir::ExprNode*, std::vector<int>> free_vars_;
   std::unordered_map<const ir::ExprNode*, bool> expensive_;
+  std::vector<std::string> own_check_labels_;
+  std::vector<std::string>* check_labels_;
   int counter_ = 0;
   bool uses_checks_ = false;
   bool warp_mode_ = false;
@@ -1475,6 +1493,7 @@ Kernel generate_row_kernel(const ir::Graph& graph, const Expr& rows) {
   }
   std::vector<std::string> symbols;
   ir::collect_symbols(rows, symbols);
+  std::vector<std::string> check_labels;  // of every node's checks
   std::ostringstream body;
   for (const Node& node : graph.nodes()) {
     if (!node.is_compute()) continue;
@@ -1487,7 +1506,7 @@ Kernel generate_row_kernel(const ir::Graph& graph, const Expr& rows) {
     const std::vector<OperandInfo> operands = row_operands(graph, node);
     std::string fragment;
     try {
-      fragment = KernelWriter(node, operands).row_fragment(row_array(node.id), bodies);
+      fragment = KernelWriter(node, operands, &check_labels).row_fragment(row_array(node.id), bodies);
     } catch (const Error& error) {
       fail("CUDA code generation failed for ", node.origin, " in the row kernel: ", error.what());
     }
@@ -1521,6 +1540,7 @@ Kernel generate_row_kernel(const ir::Graph& graph, const Expr& rows) {
     }
   }
   add(ParamKind::ErrorFlag, -1, -1, "", "lm_i64* error");
+  add(ParamKind::CheckBase, -1, -1, "", "lm_i64 check_base");
   for (const std::string& symbol : symbols) add(ParamKind::Symbol, -1, -1, symbol, "lm_i64 " + sanitize(symbol));
   params << "};\n";
 
@@ -1534,6 +1554,7 @@ Kernel generate_row_kernel(const ir::Graph& graph, const Expr& rows) {
   const std::string source = text.str();
   kernel.name = str_cat("lm_row_", hex_bits(std::hash<std::string>{}(source)).substr(2));
   kernel.source = KernelWriter::replace_all(source, "LM_KERNEL", kernel.name);
+  kernel.check_labels = std::move(check_labels);
   return kernel;
 }
 
@@ -1600,26 +1621,27 @@ __device__ __forceinline__ lm_i64 lm_f2i(double v) {
   return (v > -9223372036854775808.0 && v < 9223372036854775808.0) ? (lm_i64)v : (lm_i64)0x8000000000000000ull;
 }
 
-// error record: [code, value, bound, unused]; the first error wins.
-__device__ __noinline__ void lm_report(lm_i64* error, lm_i64 code, lm_i64 value, lm_i64 bound) {
+// error record: [code, value, bound, check label id or -1]; the first error wins.
+__device__ __noinline__ void lm_report(lm_i64* error, lm_i64 code, lm_i64 value, lm_i64 bound, lm_i64 check) {
   if (atomicCAS((unsigned long long*)error, 0ull, (unsigned long long)code) == 0ull) {
     error[1] = value;
     error[2] = bound;
+    error[3] = check;
   }
 }
-__device__ __forceinline__ lm_i64 lm_check(lm_i64 index, lm_i64 bound, bool live, lm_i64* error, bool& ok) {
+__device__ __forceinline__ lm_i64 lm_check(lm_i64 index, lm_i64 bound, bool live, lm_i64* error, bool& ok, lm_i64 check) {
   if (!live) return 0;
-  if (index < 0 || index >= bound) { lm_report(error, 1, index, bound); ok = false; return 0; }
+  if (index < 0 || index >= bound) { lm_report(error, 1, index, bound, check); ok = false; return 0; }
   return index;
 }
 __device__ __forceinline__ lm_i64 lm_floordiv(lm_i64 a, lm_i64 b, lm_i64* error) {
-  if (b == 0) { lm_report(error, 2, a, 0); return 0; }
+  if (b == 0) { lm_report(error, 2, a, 0, -1); return 0; }
   if (b == -1) return (lm_i64)(0ull - (lm_u64)a);
   const lm_i64 q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 __device__ __forceinline__ lm_i64 lm_mod(lm_i64 a, lm_i64 b, lm_i64* error) {
-  if (b == 0) { lm_report(error, 2, a, 0); return 0; }
+  if (b == 0) { lm_report(error, 2, a, 0, -1); return 0; }
   if (b == -1) return 0;
   const lm_i64 r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;

@@ -23,6 +23,7 @@ enum class ParamKind : uint8_t {
   Output,       // the node's output buffer
   Input,        // pointer of input slot `slot`
   ErrorFlag,    // int64[4] device error record
+  CheckBase,    // the id of the kernel's first check label in the executor's table (see check_labels)
   Symbol,       // value of shape symbol `symbol`
   InputStride,  // run-time stride of input `slot`, dimension `dim` (elements)
   NodePointer,  // row kernels: the buffer of graph node `slot` (an input, constant or output)
@@ -69,9 +70,13 @@ struct Kernel {
   int threads_per_output = 1;
   int block_size = 256;
   int grid_y = 1;     // pieces
+  // Labels of the kernel's run-time checks (ir/check_label.h): a failed check k records the id
+  // p.check_base + k in the error record, which the executor maps back to check_labels[k].
+  // Labels stay out of the source, so equal computations of different ops share one kernel.
+  std::vector<std::string> check_labels;
 };
 
-// Error codes written into the device error record.
+// Error codes written into the device error record: [code, value, bound, check id (-1: none)].
 enum class DeviceError : int64_t { None = 0, IndexOutOfBounds = 1, DivisionByZero = 2 };
 
 Kernel generate_kernel(const ir::Node& node, const std::vector<OperandInfo>& operands);
@@ -79,7 +84,7 @@ Kernel generate_kernel(const ir::Node& node, const std::vector<OperandInfo>& ope
 // One kernel for a whole row-local graph (see passes/row_plan.h): thread t computes batch row t
 // of every node, keeping rows in registers, and writes the output rows. `graph` holds pointwise
 // nodes only; `rows` is the batch extent. Inputs must be contiguous (the caller checks).
-// Parameters are NodePointer/ErrorFlag/Symbol.
+// Parameters are NodePointer/ErrorFlag/CheckBase/Symbol.
 Kernel generate_row_kernel(const ir::Graph& graph, const ir::Expr& rows);
 
 // Helper definitions every kernel relies on (no #includes: NVRTC needs no headers).

@@ -51,6 +51,13 @@ DType promote_types(DType a, DType b) {
 // ------------------------------------------------------------------------------------------------
 // Node creation
 // ------------------------------------------------------------------------------------------------
+void Builder::set_op(const std::string& node_name, const std::string& short_target) {
+  origin_ = str_cat(node_name, " (", short_target, ")");
+  site_ = ir::CheckSite{node_name, short_target};
+}
+
+Expr Builder::labelled(const Expr& e) const { return site_ && e ? ir::bind_check_labels(e, *site_) : e; }
+
 NodeId Builder::pointwise(DType dtype, Shape shape, std::vector<NodeId> inputs, Expr body) {
   LUMINAL_CHECK(body != nullptr, origin_, ": pointwise without body");
   body = ir::cast(std::move(body), dtype);
@@ -58,7 +65,7 @@ NodeId Builder::pointwise(DType dtype, Shape shape, std::vector<NodeId> inputs, 
   node.kind = NodeKind::Pointwise;
   node.dtype = dtype;
   for (Expr& dim : shape) dim = simplify_shape(dim);
-  node.body = ir::simplify(body, ranges_for(shape));
+  node.body = labelled(ir::simplify(body, ranges_for(shape)));
   node.shape = std::move(shape);
   node.inputs = std::move(inputs);
   node.origin = origin_;
@@ -71,13 +78,13 @@ NodeId Builder::reduce(DType dtype, Shape shape, std::vector<NodeId> inputs, Exp
   for (Expr& dim : shape) dim = simplify_shape(dim);
   ir::IndexRanges ranges = ranges_for(shape);
   for (Expr& extent : extents) {
-    extent = ir::simplify(extent, ranges);
+    extent = labelled(ir::simplify(extent, ranges));
     ranges.reduce_extents.push_back(ir::is_shape_expr(extent) ? extent : nullptr);
   }
   ir::Node node;
   node.kind = NodeKind::Reduce;
   node.dtype = dtype;
-  node.body = ir::simplify(ir::cast(std::move(body), dtype), ranges);
+  node.body = labelled(ir::simplify(ir::cast(std::move(body), dtype), ranges));
   node.shape = std::move(shape);
   node.inputs = std::move(inputs);
   node.reduce_op = op;
@@ -102,10 +109,10 @@ NodeId Builder::scatter(NodeId base, Shape domain, std::vector<NodeId> operands,
   n.inputs.insert(n.inputs.end(), operands.begin(), operands.end());
   for (size_t d = 0; d < targets.size(); ++d) {
     Expr coordinate = ir::check_index(ir::cast(targets[d], DType::I64), out_shape[d]);
-    n.scatter_targets.push_back(ir::simplify(coordinate, ranges));
+    n.scatter_targets.push_back(labelled(ir::simplify(coordinate, ranges)));
   }
   const DType value_dtype = accumulate ? ir::scatter_compute_dtype(n.dtype) : n.dtype;
-  n.body = ir::simplify(ir::cast(std::move(value), value_dtype), ranges);
+  n.body = labelled(ir::simplify(ir::cast(std::move(value), value_dtype), ranges));
   n.scatter_domain = std::move(domain);
   n.scatter_accumulate = accumulate;
   n.origin = origin_;
@@ -276,10 +283,10 @@ Expr Builder::scalar_expr(const Operand& operand, DType compute) const {
   return ir::int_const(static_cast<int64_t>(operand.scalar), compute);
 }
 
-Expr Builder::checked_index(Expr raw, const Expr& size, bool wrap_negative, Expr mask) {
+Expr Builder::checked_index(Expr raw, const Expr& size, bool wrap_negative, Expr mask, const std::string& input) {
   Expr value = ir::cast(std::move(raw), DType::I64);
   if (wrap_negative) value = ir::where(ir::lt(value, ir::int_const(0)), ir::add(value, size), value);
-  return ir::check_index(value, size, std::move(mask));
+  return ir::check_index(value, size, std::move(mask), ir::index_check_label(input, wrap_negative));
 }
 
 int64_t Builder::normalize_dim(int64_t dim, size_t rank) const {
@@ -523,7 +530,7 @@ NodeId Builder::concat(const std::vector<NodeId>& xs, int64_t dim) {
   return pointwise(out_dtype, out, parts, body);
 }
 
-NodeId Builder::take(NodeId x, int64_t dim, NodeId index_tensor, bool wrap_negative) {
+NodeId Builder::take(NodeId x, int64_t dim, NodeId index_tensor, bool wrap_negative, const std::string& index_input) {
   const size_t r = rank(x);
   const int64_t d = normalize_dim(dim, r);
   const DType index_dtype = dtype(index_tensor);
@@ -540,7 +547,7 @@ NodeId Builder::take(NodeId x, int64_t dim, NodeId index_tensor, bool wrap_negat
   const Expr raw = ir::load(1, index_dtype, std::move(index_of_index));
   std::vector<Expr> index;
   for (int64_t j = 0; j < d; ++j) index.push_back(ir::loop_var(static_cast<int>(j)));
-  index.push_back(checked_index(raw, shape(x)[d], wrap_negative));
+  index.push_back(checked_index(raw, shape(x)[d], wrap_negative, nullptr, index_input));
   for (size_t j = d + 1; j < r; ++j) index.push_back(ir::loop_var(static_cast<int>(j - 1 + index_rank)));
   return pointwise(dtype(x), out, {x, index_tensor}, ir::load(0, dtype(x), std::move(index)));
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/check_label.h"
 #include "ir/graph.h"
 
 namespace luminal::frontend {
@@ -39,7 +40,13 @@ class Builder {
   explicit Builder(ir::Graph& graph) : graph_(graph) {}
 
   // Every node created from now on records this origin (for messages and the IR printout).
-  void set_origin(std::string origin) { origin_ = std::move(origin); }
+  void set_origin(std::string origin) {
+    origin_ = std::move(origin);
+    site_.reset();
+  }
+  // The exported node being translated: sets the origin and names the op in the labels of the
+  // run-time checks of every node created from now on (see ir/check_label.h).
+  void set_op(const std::string& node_name, const std::string& short_target);
   const std::string& origin() const { return origin_; }
 
   ir::Graph& graph() { return graph_; }
@@ -105,20 +112,26 @@ class Builder {
   NodeId concat(const std::vector<NodeId>& xs, int64_t dim);
   // out = x indexed along `dim` by `index` (any rank): shape x[:dim] + index.shape + x[dim+1:].
   // Negative indices wrap when `wrap_negative`; out-of-range indices raise at run time.
-  NodeId take(NodeId x, int64_t dim, NodeId index, bool wrap_negative);
+  // `index_input` names the index's argument in failure messages (e.g. "indices").
+  NodeId take(NodeId x, int64_t dim, NodeId index, bool wrap_negative, const std::string& index_input = {});
   NodeId reduce_dims(NodeId x, std::vector<int64_t> dims, bool keepdim, ir::ReduceOp op, DType out);
 
   // Normalizes a possibly negative dim for a tensor of `rank` (rank 0 allows -1 and 0).
   int64_t normalize_dim(int64_t dim, size_t rank) const;
 
-  // Integer index into dim of size `size`: wraps negative values, then bounds-checks.
-  static Expr checked_index(Expr raw, const Expr& size, bool wrap_negative, Expr mask = nullptr);
+  // Integer index into dim of size `size`: wraps negative values, then bounds-checks. A failure
+  // names the op and `input`, the argument the index comes from (e.g. "indices").
+  static Expr checked_index(Expr raw, const Expr& size, bool wrap_negative, Expr mask = nullptr,
+                            const std::string& input = {});
 
  private:
   Expr scalar_expr(const Operand& operand, DType compute) const;
+  // The expression with its checks labelled for the current op (unchanged without one).
+  Expr labelled(const Expr& e) const;
 
   ir::Graph& graph_;
   std::string origin_;
+  std::optional<ir::CheckSite> site_;
 };
 
 template <typename Combine>

@@ -1,9 +1,11 @@
-// Embedding bags (_embedding_bag, _embedding_bag_forward_only) with bags given by run-time
-// offsets: bag sizes may be 1, uniform, or vary per bag. Modes sum, mean and max; optional
-// per_sample_weights (sum only) and padding_idx; include_last_offset.
+// Embedding bags (_embedding_bag, _embedding_bag_forward_only, and the public embedding_bag that
+// a .pt2 saved without decompositions holds) with bags given by run-time offsets: bag sizes may be
+// 1, uniform, or vary per bag. Modes sum, mean and max; optional per_sample_weights (sum only)
+// and padding_idx; include_last_offset.
 //
 // Every bag is a ragged reduction: out[b, d] = combine over r < end(b) - start(b) of
-// weight[indices[start(b) + r], d]. Offsets and indices are bounds-checked at run time.
+// weight[indices[start(b) + r], d]. Offsets are validated and indices bounds-checked at run time;
+// failures name embedding_bag and the input (offsets or indices).
 #include <cmath>
 
 #include "common/error.h"
@@ -23,13 +25,85 @@ struct BagInputs {
 // Slots of the reduce node's inputs.
 constexpr int kWeightSlot = 0, kIndicesSlot = 1, kOffsetsSlot = 2, kSampleWeightSlot = 3;
 
+struct BagBounds {
+  Expr start;   // the bag's first position in indices
+  Expr extent;  // its number of indices
+};
+
+// The bounds of the bag at output row i0, with eager's validation of the offsets: offsets[0] is 0,
+// no offset exceeds the number of indices, offsets never decrease. Eager CPU raises for these
+// (except mode='max', which then assigns indices to bags by their sorted offsets); eager CUDA treats
+// offsets[0] as 0 and fails with a device-side assert or an illegal address for the others. With
+// include_last_offset the last offset must be the number of indices: the CPU ends the last bag
+// at offsets[-1], CUDA at the end of indices, so any other value would make one of them differ.
+// The checks are value checks: range analysis must not use them to simplify the extent away
+// (empty indices made it a constant 0, which dropped every check).
+BagBounds checked_bag_bounds(DType offsets_dtype, const Expr& num_indices, const Expr& num_offsets,
+                             bool include_last_offset) {
+  const Expr bag = ir::loop_var(0);
+  const Expr past_end = ir::add(num_indices, ir::int_const(1));
+  const Expr raw_start = ir::cast(ir::load(kOffsetsSlot, offsets_dtype, {bag}), DType::I64);
+  const Expr first = ir::eq(bag, ir::int_const(0));
+  const Expr first_start = ir::check_value(
+      raw_start, ir::int_const(1),
+      "{op}: offsets[0] has to be 0 (the first bag starts at the first index), but got {value} (offsets, {target}, "
+      "node {node})",
+      first);
+  const Expr other_start = ir::check_value(
+      raw_start, past_end,
+      "{op}: offsets can not be greater than the length of indices {limit} or negative, but got an offset of {value} "
+      "(offsets, {target}, node {node})",
+      ir::unary(ir::ExprOp::Not, first));
+  const Expr start = ir::where(first, first_start, other_start);
+
+  const Expr next = ir::add(bag, ir::int_const(1));
+  const Expr next_exists = include_last_offset ? ir::bool_const(true) : ir::lt(next, num_offsets);
+  const Expr next_offset = ir::cast(ir::load(kOffsetsSlot, offsets_dtype, {next}, next_exists), DType::I64);
+  Expr end = ir::check_value(
+      ir::where(next_exists, next_offset, num_indices), past_end,
+      "{op}: offsets can not be greater than the length of indices {limit} or negative, but got an offset of {value} "
+      "(offsets, {target}, node {node})");
+  if (include_last_offset) {
+    const Expr last_bag = ir::eq(next, ir::sub(num_offsets, ir::int_const(1)));
+    const Expr excess = ir::check_value(
+        ir::sub(end, num_indices), ir::int_const(1),
+        "{op}: with include_last_offset, offsets[-1] has to be the length of indices, but offsets[-1] - len(indices) "
+        "is {value} (offsets, {target}, node {node})",
+        last_bag);
+    end = ir::where(last_bag, ir::add(excess, num_indices), end);  // a masked check reads 0 where off
+  }
+  // start <= end, i.e. start in [0, end + 1).
+  const Expr ordered_start = ir::check_value(
+      start, ir::add(end, ir::int_const(1)),
+      "{op}: offsets have to be non-decreasing, but an offset of {value} is followed by {limit} (offsets, {target}, "
+      "node {node})");
+  return {ordered_start, ir::max(ir::sub(end, ordered_start), ir::int_const(0))};
+}
+
+// The row that padding_idx excludes, if any. _embedding_bag takes -1 for "no padding"; the public
+// embedding_bag.padding_idx takes None, or an index in [-rows, rows) that counts from the end when
+// negative (ATen's embedding_bag wraps it). Rows may be symbolic (a dynamic weight).
+std::optional<Expr> bag_padding_row(Context& ctx, const pt2::Node& node, const Expr& rows) {
+  const bool public_op = node.target.find("._embedding_bag") == std::string::npos;
+  const int64_t padding_idx = ctx.int_arg(node, "padding_idx", -1);
+  const pt2::Argument* arg = ctx.find_arg(node, "padding_idx");
+  if (!public_op || !arg || arg->is_none()) {
+    return padding_idx >= 0 ? std::optional<Expr>(ir::int_const(padding_idx)) : std::nullopt;
+  }
+  if (const auto known = ir::as_int_const(rows)) {
+    LUMINAL_CHECK(padding_idx >= -*known && padding_idx < *known, "padding_idx must be within the number of embeddings, -",
+                  *known, " through ", *known - 1, ", but got ", padding_idx);
+  }
+  // With symbolic rows an out-of-range padding_idx matches no row (F.embedding_bag rejects it before).
+  return padding_idx < 0 ? ir::add(rows, ir::int_const(padding_idx)) : ir::int_const(padding_idx);
+}
+
 void translate_embedding_bag(Context& ctx, const pt2::Node& node) {
   Builder& b = ctx.builder();
   BagInputs in{ctx.tensor(node, "weight"), ctx.tensor(node, "indices"), ctx.tensor(node, "offsets"),
                ctx.optional_tensor(node, "per_sample_weights")};
   const auto mode = static_cast<BagMode>(ctx.int_arg(node, "mode", 0));
   const bool include_last_offset = ctx.bool_arg(node, "include_last_offset", false);
-  const int64_t padding_idx = ctx.int_arg(node, "padding_idx", -1);
 
   LUMINAL_CHECK(mode == BagMode::Sum || mode == BagMode::Mean || mode == BagMode::Max, "unknown embedding_bag mode ",
                 static_cast<int>(mode));
@@ -55,27 +129,26 @@ void translate_embedding_bag(Context& ctx, const pt2::Node& node) {
   const DType accumulate = (out_dtype == DType::F16 || out_dtype == DType::BF16) ? DType::F32 : out_dtype;
   const Expr num_indices = b.shape(in.indices)[0];
   const Expr num_rows = b.shape(in.weight)[0];
+  const std::optional<Expr> padding_row = bag_padding_row(ctx, node, num_rows);
   const Expr num_offsets = b.shape(in.offsets)[0];
   const Expr num_bags = include_last_offset ? ir::sub(num_offsets, ir::int_const(1)) : num_offsets;
   const Shape out_shape{num_bags, b.shape(in.weight)[1]};
 
-  // Bag bounds of the bag at output row i0.
-  const Expr bag = ir::loop_var(0);
-  const Expr start = Builder::checked_index(ir::load(kOffsetsSlot, b.dtype(in.offsets), {bag}), ir::add(num_indices, ir::int_const(1)), false);
-  const Expr next = ir::add(bag, ir::int_const(1));
-  const Expr next_exists = include_last_offset ? ir::bool_const(true) : ir::lt(next, num_offsets);
-  const Expr next_offset = ir::cast(ir::load(kOffsetsSlot, b.dtype(in.offsets), {next}, next_exists), DType::I64);
-  const Expr end = Builder::checked_index(ir::where(next_exists, next_offset, num_indices), ir::add(num_indices, ir::int_const(1)), false);
-  const Expr extent = ir::max(ir::sub(end, start), ir::int_const(0));
+  // Bag bounds of the bag at output row i0, validated as eager validates offsets (see
+  // checked_bag_bounds).
+  const BagBounds bounds = checked_bag_bounds(b.dtype(in.offsets), num_indices, num_offsets, include_last_offset);
+  const Expr start = bounds.start;
+  const Expr extent = bounds.extent;
 
   // One element of the bag: its index (checked against the table) and value.
   const Expr position = ir::check_index(ir::add(start, ir::reduce_var(0)), num_indices);
-  const Expr row = Builder::checked_index(ir::load(kIndicesSlot, index_dtype, {position}), num_rows, false);
+  const Expr row = Builder::checked_index(ir::load(kIndicesSlot, index_dtype, {position}), num_rows, false, nullptr,
+                                         "indices");
   Expr value = ir::cast(ir::load(kWeightSlot, b.dtype(in.weight), {row, ir::loop_var(1)}), accumulate);
   if (in.per_sample_weights) {
     value = ir::mul(value, ir::cast(ir::load(kSampleWeightSlot, b.dtype(in.weight), {position}), accumulate));
   }
-  const Expr is_padding = padding_idx >= 0 ? ir::eq(row, ir::int_const(padding_idx)) : ir::bool_const(false);
+  const Expr is_padding = padding_row ? ir::eq(row, *padding_row) : ir::bool_const(false);
 
   std::vector<NodeId> inputs{in.weight, in.indices, in.offsets};
   if (in.per_sample_weights) inputs.push_back(*in.per_sample_weights);
@@ -86,7 +159,7 @@ void translate_embedding_bag(Context& ctx, const pt2::Node& node) {
   const NodeId reduced =
       b.reduce(accumulate, out_shape, inputs, ir::where(is_padding, neutral, value), combine, {extent});
 
-  if (mode == BagMode::Sum && padding_idx < 0) {
+  if (mode == BagMode::Sum && !padding_row) {
     ctx.set_output(node, 0, b.cast(reduced, out_dtype));
     return;
   }
@@ -110,6 +183,9 @@ void translate_embedding_bag(Context& ctx, const pt2::Node& node) {
 void register_embedding_ops(Registry& registry) {
   registry.add("torch.ops.aten._embedding_bag.default", translate_embedding_bag);
   registry.add("torch.ops.aten._embedding_bag_forward_only.default", translate_embedding_bag);
+  // The public op, as a .pt2 saved without run_decompositions holds it.
+  registry.add("torch.ops.aten.embedding_bag.default", translate_embedding_bag);
+  registry.add("torch.ops.aten.embedding_bag.padding_idx", translate_embedding_bag);
 }
 
 }  // namespace luminal::frontend

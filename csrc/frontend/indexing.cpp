@@ -85,7 +85,8 @@ AdvancedIndex advanced_index(Builder& b, const Shape& x_shape, const std::vector
       t_index.push_back(broadcasts ? ir::int_const(0) : ir::loop_var(static_cast<int>(offset + j)));
     }
     const Expr raw = ir::load(first_slot + static_cast<int>(k), b.dtype(t), std::move(t_index));
-    result.coordinates[indexed_dims[k]] = Builder::checked_index(raw, x_shape[indexed_dims[k]], /*wrap_negative=*/true);
+    result.coordinates[indexed_dims[k]] = Builder::checked_index(raw, x_shape[indexed_dims[k]], /*wrap_negative=*/true,
+                                                                 nullptr, str_cat("indices[", indexed_dims[k], "]"));
   }
   for (size_t d = 0; d < rank; ++d) {
     if (!result.coordinates[d]) result.coordinates[d] = ir::loop_var(x_dim_axis[d]);
@@ -111,7 +112,8 @@ void translate_index_select(Context& ctx, const pt2::Node& node) {
   const NodeId index = ctx.tensor(node, "index");
   LUMINAL_CHECK(b.rank(index) <= 1, "index_select index must be rank 0 or 1");
   // index_select rejects negative indices.
-  ctx.set_output(node, b.take(ctx.tensor(node, "self"), ctx.int_arg(node, "dim"), index, /*wrap_negative=*/false));
+  const NodeId self = ctx.tensor(node, "self");
+  ctx.set_output(node, b.take(self, ctx.int_arg(node, "dim"), index, /*wrap_negative=*/false, "index"));
 }
 
 // embedding(weight, indices, padding_idx, ...): padding only affects gradients.
@@ -119,7 +121,7 @@ void translate_embedding(Context& ctx, const pt2::Node& node) {
   Builder& b = ctx.builder();
   const NodeId weight = ctx.tensor(node, "weight");
   LUMINAL_CHECK(b.rank(weight) == 2, "embedding weight must be rank 2, got ", ir::node_signature(b.node(weight)));
-  ctx.set_output(node, b.take(weight, 0, ctx.tensor(node, "indices"), /*wrap_negative=*/false));
+  ctx.set_output(node, b.take(weight, 0, ctx.tensor(node, "indices"), /*wrap_negative=*/false, "indices"));
 }
 
 }  // namespace
@@ -144,7 +146,7 @@ void translate_gather(Context& ctx, const pt2::Node& node) {
   const int64_t d = b.normalize_dim(ctx.int_arg(node, "dim"), x_shape.size());
   std::vector<Expr> at = Builder::loop_vars(out.size());
   const Expr raw = ir::load(1, b.dtype(index), at);
-  at[d] = Builder::checked_index(raw, x_shape[d], /*wrap_negative=*/false);
+  at[d] = Builder::checked_index(raw, x_shape[d], /*wrap_negative=*/false, nullptr, "index");
   ctx.set_output(node, b.pointwise(b.dtype(x), out, {x, index}, ir::load(0, b.dtype(x), at)));
 }
 
@@ -222,7 +224,7 @@ ScatterForm scatter_form(Builder& b, NodeId self, NodeId index, int64_t dim_arg,
     inside = ir::logical_and(inside, ir::binary(ir::ExprOp::Lt, ir::loop_var(static_cast<int>(d)), index_shape[d]));
   }
   const Expr raw = ir::load(index_slot, b.dtype(index), form.at_j, inside);
-  const Expr target = Builder::checked_index(raw, self_shape[form.dim], /*wrap_negative=*/false, inside);
+  const Expr target = Builder::checked_index(raw, self_shape[form.dim], /*wrap_negative=*/false, inside, "index");
   form.match = ir::logical_and(inside, ir::binary(ir::ExprOp::Eq, target, ir::loop_var(static_cast<int>(form.dim))));
   return form;
 }
@@ -242,7 +244,7 @@ std::vector<Expr> scatter_targets(Builder& b, NodeId self, NodeId index, int64_t
                 dtype_name(b.dtype(index)));
   std::vector<Expr> targets = Builder::loop_vars(index_shape.size());
   targets[dim] = Builder::checked_index(ir::load(index_slot, b.dtype(index), Builder::loop_vars(index_shape.size())),
-                                        self_shape[dim], /*wrap_negative=*/false);
+                                        self_shape[dim], /*wrap_negative=*/false, nullptr, "index");
   return targets;
 }
 
@@ -427,7 +429,8 @@ void translate_index_update(Context& ctx, const pt2::Node& node, bool accumulate
   const std::vector<Expr> j = Builder::loop_vars(shape.size());
   std::vector<Expr> targets = j;
   const std::vector<Expr> at_k = b.rank(index) == 0 ? std::vector<Expr>{} : std::vector<Expr>{j[dim]};
-  targets[dim] = Builder::checked_index(ir::load(1, b.dtype(index), at_k), shape[dim], /*wrap_negative=*/false);
+  targets[dim] = Builder::checked_index(ir::load(1, b.dtype(index), at_k), shape[dim], /*wrap_negative=*/false, nullptr,
+                                        "index");
   Expr value = scatter_value(ir::load(2, b.dtype(source), j), dtype, accumulate);
   const pt2::Argument* alpha_arg = accumulate ? ctx.find_arg(node, "alpha") : nullptr;
   if (alpha_arg && !alpha_arg->is_none()) {

@@ -219,11 +219,12 @@ void translate_grouped_mm(Context& ctx, const pt2::Node& node) {
     // Group i0 covers k in [start, end): start is the previous group's end (0 for the first).
     const Expr k_total = sa[1];
     const Expr end_of = [&](const Expr& group) {
-      return Builder::checked_index(ir::cast(ir::load(2, DType::I32, {group}), DType::I64), ir::add(k_total, ir::int_const(1)), false);
+      return Builder::checked_index(ir::cast(ir::load(2, DType::I32, {group}), DType::I64),
+                                    ir::add(k_total, ir::int_const(1)), false, nullptr, "offs");
     }(i0);
     const Expr has_previous = ir::ge(i0, ir::int_const(1));
     const Expr previous = ir::cast(ir::load(2, DType::I32, {ir::sub(i0, ir::int_const(1))}, has_previous), DType::I64);
-    const Expr start = Builder::checked_index(previous, ir::add(k_total, ir::int_const(1)), false);
+    const Expr start = Builder::checked_index(previous, ir::add(k_total, ir::int_const(1)), false, nullptr, "offs");
     const Expr extent = ir::max(ir::sub(end_of, start), ir::int_const(0));
     const Expr k = ir::check_index(ir::add(start, r), k_total);
     result = b.reduce(acc, {num_groups, sa[0], sb[1]}, {a, mat2, *offs}, product({i1, k}, {k, i2}, nullptr), ir::ReduceOp::Sum,

@@ -44,7 +44,7 @@ void translate_masked_scatter(Context& ctx, const pt2::Node& node) {
   const std::vector<Expr> at = Builder::loop_vars(shape.size());
   const Expr selected = b.broadcast_load(1, mask, shape);
   // Raises when source has fewer elements than the mask selects.
-  const Expr position = Builder::checked_index(ir::load(2, DType::I64, at), source_count, false, selected);
+  const Expr position = Builder::checked_index(ir::load(2, DType::I64, at), source_count, false, selected, "source");
   const Expr from_source = ir::cast(ir::load(3, b.dtype(source), {position}, selected), dtype);
   const Expr kept = ir::cast(b.broadcast_load(0, self, shape), dtype);
   ctx.set_output(node, b.pointwise(dtype, shape, {self, mask, b.reshape(before, shape), flat_source},
@@ -169,7 +169,7 @@ void translate_as_strided(Context& ctx, const pt2::Node& node) {
   LUMINAL_CHECK(size.size() == stride.size(), "as_strided size and stride lengths differ");
   Expr flat = ctx.symint_arg(node, "storage_offset").value_or(ir::int_const(0));
   for (size_t d = 0; d < size.size(); ++d) flat = ir::add(flat, ir::mul(ir::loop_var(static_cast<int>(d)), stride[d]));
-  flat = Builder::checked_index(flat, dense, false);
+  flat = Builder::checked_index(flat, dense, false, nullptr, "storage position");
   // Storage position -> coordinates of self in its (permuted) layout.
   std::vector<Expr> at(x_shape.size(), ir::int_const(0));
   for (const Dim& dim : by_stride) at[dim.index] = ir::mod(ir::floordiv(flat, dim.stride), dim.size);
@@ -261,8 +261,8 @@ void translate_pdist(Context& ctx, const pt2::Node& node) {
                                   ir::fold(ir::ReduceOp::Sum, 1, row_count, ir::cast(ir::binary(ExprOp::Le, start(r), k), DType::I64)));
   const Expr i = ir::load(0, DType::I64, {k});
   const NodeId cols = b.pointwise(DType::I64, out_shape, {rows}, ir::add(ir::sub(k, start(i)), ir::add(i, ir::int_const(1))));
-  const Expr row_i = Builder::checked_index(ir::load(1, DType::I64, {k}), n, false);
-  const Expr row_j = Builder::checked_index(ir::load(2, DType::I64, {k}), n, false);
+  const Expr row_i = Builder::checked_index(ir::load(1, DType::I64, {k}), n, false, nullptr, "row of a pair");
+  const Expr row_j = Builder::checked_index(ir::load(2, DType::I64, {k}), n, false, nullptr, "column of a pair");
   const Norm norm = p_norm(ctx.float_arg(node, "p", 2.0), compute);
   const DType dtype = b.dtype(x);
   const Expr diff = ir::sub(ir::cast(ir::load(0, dtype, {row_i, ir::reduce_var(0)}), compute),
@@ -565,12 +565,11 @@ void translate_histc(Context& ctx, const pt2::Node& node) {
     ctx.set_output(node, b.cast(counts, dtype));
     return;
   }
-  // float32 with more elements than 2^24: a bin that big raises (the origin names the reason).
-  const std::string origin = b.origin();
-  b.set_origin(str_cat(origin, ": a bin count above ", *limit, ", where float32 counts are inexact"));
-  const Expr checked = ir::check_index(ir::load(0, DType::I64, {ir::loop_var(0)}), ir::int_const(*limit + 1));
+  // float32 with more elements than 2^24: a bin that big raises (its label names the reason).
+  const Expr checked = ir::check_index(
+      ir::load(0, DType::I64, {ir::loop_var(0)}), ir::int_const(*limit + 1), nullptr,
+      "{op}: a bin count above {limit} ({value}), where float32 counts are inexact ({target}, node {node})");
   ctx.set_output(node, b.pointwise(dtype, {ir::int_const(bins)}, {counts}, ir::cast(checked, dtype)));
-  b.set_origin(origin);
 }
 
 }  // namespace

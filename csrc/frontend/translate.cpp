@@ -720,8 +720,8 @@ class GraphBuilder {
   void translate_node(const pt2::Node& node) {
     if (passthrough_targets().count(node.target)) return;
     const TranslatorFn* fn = Registry::instance().find(node.target);
-    const std::string origin = str_cat(node_name(node), " (", short_target(node.target), ")");
-    context_.builder().set_origin(origin);
+    context_.builder().set_op(node_name(node), short_target(node.target));
+    const std::string origin = context_.builder().origin();
     try {
       (*fn)(context_, node);
     } catch (const std::exception& error) {  // luminal::Error, or a translator's bug (std::out_of_range, ...)

@@ -713,7 +713,9 @@ Expr cast(Expr a, DType dtype) {
   return finish(std::move(node));
 }
 
-Expr check_index(Expr index, Expr bound, Expr mask) {
+namespace {
+
+Expr make_check(Expr index, Expr bound, Expr mask, std::string label, bool value_check) {
   require(index && bound, "check_index", "missing operand");
   require(is_i64(index) && is_i64(bound), "check_index", "index and bound must be i64");
   if (mask && mask->is_int_const(0)) return int_const(0);
@@ -722,6 +724,8 @@ Expr check_index(Expr index, Expr bound, Expr mask) {
   ExprNode node;
   node.op = ExprOp::CheckIndex;
   node.dtype = DType::I64;
+  node.int_value = value_check ? 1 : 0;
+  node.symbol = std::move(label);
   node.args = {std::move(index), std::move(bound)};
   if (mask && !mask->is_int_const(1)) {
     require(mask->dtype == DType::Bool, "check_index", "mask must be bool");
@@ -729,6 +733,23 @@ Expr check_index(Expr index, Expr bound, Expr mask) {
     node.masked = true;
   }
   return finish(std::move(node));
+}
+
+}  // namespace
+
+Expr check_index(Expr index, Expr bound, Expr mask, std::string label) {
+  return make_check(std::move(index), std::move(bound), std::move(mask), std::move(label), false);
+}
+
+Expr check_value(Expr value, Expr bound, std::string label, Expr mask) {
+  return make_check(std::move(value), std::move(bound), std::move(mask), std::move(label), true);
+}
+
+bool is_value_check(const ExprNode& node) { return node.op == ExprOp::CheckIndex && node.int_value == 1; }
+
+Expr check_like(const ExprNode& original, Expr index, Expr bound, Expr mask) {
+  require(original.op == ExprOp::CheckIndex, "check_like", "the original is not a check");
+  return make_check(std::move(index), std::move(bound), std::move(mask), original.symbol, is_value_check(original));
 }
 
 const char* reduce_op_name(ReduceOp op) {
@@ -894,7 +915,8 @@ Expr rebuild(const Expr& node, std::vector<Expr> args) {
     }
     case ExprOp::Where: return where(args[0], args[1], args[2]);
     case ExprOp::Cast: return cast(args[0], node->dtype);
-    case ExprOp::CheckIndex: return check_index(args[0], args[1], node->masked ? args[2] : nullptr);
+    case ExprOp::CheckIndex:
+      return check_like(*node, args[0], args[1], node->masked ? args[2] : nullptr);
     case ExprOp::Fold: return fold(static_cast<ReduceOp>(node->int_value), node->index, args[0], args[1]);
     default:
       if (args.size() == 1) return unary(node->op, args[0]);
@@ -986,6 +1008,11 @@ void print(const Expr& e, std::ostream& out) {
       print(n.args[0], out);
       out << ": ";
       print(n.args[1], out);
+      out << ")";
+      return;
+    case ExprOp::CheckIndex:
+      out << (is_value_check(n) ? "check_value(" : "check_index(");
+      print_list(n.args, n.args.size(), out);
       out << ")";
       return;
     default: break;

@@ -131,7 +131,10 @@ using Expr = std::shared_ptr<const ExprNode>;
 //   multi-dimensional index (one i64 expression per input dimension). With a mask, lanes whose
 //   mask is false read 0 and touch no memory.
 // - CheckIndex(index, bound, [mask]) returns `index` and raises (CPU) or flags an error (CUDA)
-//   when index is outside [0, bound) on a lane whose mask is true.
+//   when index is outside [0, bound) on a lane whose mask is true. `symbol` holds its label: the
+//   failure message's template (see ir/check_label.h; empty: a generic message naming the
+//   graph node). `int_value` 1 marks a value check (check_value): range analysis learns nothing
+//   from it, so simplification can never use its own guarantee to drop it.
 // - f16/bf16 arithmetic is computed in f32 and rounded to the node's dtype after every op.
 // - Fold(extent, body) with `index` = v and `int_value` = ReduceOp combines body over
 //   ReduceVar(v) in [0, extent) (an empty range gives the op's identity). It is a reduction
@@ -142,7 +145,7 @@ struct ExprNode {
   int32_t index = 0;       // LoopVar/ReduceVar: axis. Load: input slot.
   int64_t int_value = 0;   // Const of integral or bool dtype
   double float_value = 0;  // Const of floating dtype
-  std::string symbol;      // Symbol name
+  std::string symbol;      // Symbol name; CheckIndex: its label
   std::vector<Expr> args;  // operands. Load: index per dimension, then the mask if `masked`.
   bool masked = false;     // Load/CheckIndex: the last operand is a bool mask
   size_t hash = 0;
@@ -179,7 +182,14 @@ Expr unary(ExprOp op, Expr a);
 Expr binary(ExprOp op, Expr a, Expr b);
 Expr where(Expr cond, Expr a, Expr b);
 Expr cast(Expr a, DType dtype);
-Expr check_index(Expr index, Expr bound, Expr mask = nullptr);
+Expr check_index(Expr index, Expr bound, Expr mask = nullptr, std::string label = {});
+// A run-time assertion that value lies in [0, bound), as check_index, but opaque to range
+// analysis: the expressions computed from it keep the check however they simplify (validation of
+// inputs whose values only decide extents, like an embedding bag's offsets).
+Expr check_value(Expr value, Expr bound, std::string label, Expr mask = nullptr);
+bool is_value_check(const ExprNode& node);
+// A check of the same kind and label as `original` (a CheckIndex) over new operands.
+Expr check_like(const ExprNode& original, Expr index, Expr bound, Expr mask);
 // combine over ReduceVar(var) in [0, extent) of body.
 Expr fold(ReduceOp op, int var, Expr extent, Expr body);
 // The identity of a reduction for a dtype (sum: 0, max: -inf or the type's minimum, ...).

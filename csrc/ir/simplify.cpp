@@ -74,7 +74,10 @@ class BoundsAnalysis {
       case ExprOp::Mul: return polynomial(e);
       case ExprOp::FloorDiv: return floordiv(e);
       case ExprOp::Mod: return modulo(e);
-      case ExprOp::CheckIndex: return {constant_poly(0), minus_one(shape_poly(e->args[1]))};
+      case ExprOp::CheckIndex:
+        // A value check promises nothing: what is computed from it must keep it (see check_value).
+        if (is_value_check(*e)) return {};
+        return {constant_poly(0), minus_one(shape_poly(e->args[1]))};
       case ExprOp::Max: {
         // max(a, b) >= either lower bound; its upper bound is the larger upper bound, if provable.
         const Bounds a = of(e->args[0]), b = of(e->args[1]);

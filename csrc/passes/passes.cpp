@@ -127,7 +127,7 @@ Expr instantiate(const Expr& body, const std::vector<Expr>& index, const Expr& m
       case ExprOp::CheckIndex: {
         if (!mask) return nullptr;
         Expr combined = e->masked ? ir::logical_and(mask, args[2]) : mask;
-        return ir::check_index(args[0], args[1], combined);
+        return ir::check_like(*e, args[0], args[1], combined);
       }
       default: return nullptr;
     }

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "common/half.h"
+#include "ir/check_label.h"
 
 namespace luminal::runtime::cpu {
 
@@ -86,6 +87,7 @@ Program::Program(const std::vector<Expr>& roots, std::string origin, const LoadP
         if (e->masked) in.mask = emit(e->mask(), region);
         break;
       case ExprOp::CheckIndex:
+        in.symbol = e->symbol;  // the label
         in.a = emit(e->args[0], region);
         in.b = emit(e->args[1], region);
         if (e->masked) in.mask = emit(e->args[2], region);
@@ -505,7 +507,7 @@ void eval_check_index(const Instr& in, Registers& regs, int out_reg, int n, cons
   for (int i = 0; i < n; ++i) {
     const bool live = (!mask || mask[i]) && (!ctx.active || ctx.active[i]);
     if (live && (index[i] < 0 || index[i] >= bound[i])) {
-      fail("index ", index[i], " is out of bounds for a dimension of size ", bound[i], " in ", origin);
+      fail(ir::check_failure_message(in.symbol, index[i], bound[i], origin));
     }
     out[i] = live ? index[i] : 0;
   }

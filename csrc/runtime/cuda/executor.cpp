@@ -12,6 +12,7 @@
 #include "common/env.h"
 #include "common/error.h"
 #include "common/notices.h"
+#include "ir/check_label.h"
 #include "ir/simplify.h"
 #include "runtime/cuda/api.h"
 #include "runtime/cuda/cublaslt.h"
@@ -302,6 +303,7 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Expr rows) : rows
     graph_ = std::make_shared<const ir::Graph>(stage_library_operands(*graph, staging_copies_));
     plan();
   }
+  index_check_labels();
   const std::vector<int> uses = graph_->use_counts();
   for (NodeId input : graph_->inputs) input_read_.push_back(uses[input] > 0);
   stats_.kernels = kernels_.size();
@@ -310,6 +312,19 @@ Executor::Executor(std::shared_ptr<const ir::Graph> graph, ir::Expr rows) : rows
 }
 
 Executor::~Executor() = default;
+
+void Executor::index_check_labels() {
+  std::vector<std::string> origin_of(kernels_.size(), rows_ ? "the row kernel" : "");
+  for (const Step& step : steps_) {
+    const std::string& origin = graph_->node(step.node).origin;
+    if (step.kernel >= 0 && !rows_) origin_of[step.kernel] = origin;
+    if (step.copy_kernel >= 0) origin_of[step.copy_kernel] = origin;
+  }
+  for (size_t k = 0; k < kernels_.size(); ++k) {
+    check_base_.push_back(static_cast<int64_t>(check_labels_.size()));
+    for (const std::string& label : kernels_[k].check_labels) check_labels_.push_back({label, origin_of[k]});
+  }
+}
 
 // ------------------------------------------------------------------------------------------------
 // Instances
@@ -652,6 +667,7 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
           break;
         }
         case ParamKind::ErrorFlag: value = reinterpret_cast<uint64_t>(in.error_record.get()); break;
+        case ParamKind::CheckBase: value = static_cast<uint64_t>(check_base_.at(kernel_index)); break;
         case ParamKind::Symbol: value = static_cast<uint64_t>(symbols.at(p.symbol)); break;
         case ParamKind::InputStride: {
           const NodeId input = node.inputs[p.slot];
@@ -865,12 +881,15 @@ void Executor::raise_pending_errors(Instance& instance, bool wait) {
   volatile int64_t* record = instance.host_error.values;
   const int64_t code = record[0];
   if (code == 0) return;
-  const int64_t value = record[1], bound = record[2];
+  const int64_t value = record[1], bound = record[2], check = record[3];
   for (int i = 0; i < 4; ++i) record[i] = 0;
   if (code == static_cast<int64_t>(codegen::DeviceError::IndexOutOfBounds)) {
-    fail("index ", value, " is out of bounds for a dimension of size ", bound,
-         " (detected on the GPU during an earlier call of this compiled graph; set LUMINAL_SYNC_CHECK=1 to raise "
-         "in the failing call)");
+    const bool labelled = check >= 0 && check < static_cast<int64_t>(check_labels_.size());
+    const std::string message =
+        labelled ? ir::check_failure_message(check_labels_[check].label, value, bound, check_labels_[check].origin)
+                 : str_cat("index ", value, " is out of bounds for a dimension of size ", bound);
+    fail(message, " (detected on the GPU during an earlier call of this compiled graph; set LUMINAL_SYNC_CHECK=1 to "
+         "raise in the failing call)");
   }
   fail("integer division by zero (detected on the GPU during an earlier call of this compiled graph)");
 }

@@ -89,6 +89,7 @@ class Executor {
   std::unique_ptr<Instance> build_instance(const SymbolValues& symbols, const CallContext& context,
                                            const std::vector<TensorView>& inputs);
   void raise_pending_errors(Instance& instance, bool wait);
+  void index_check_labels();
   void run_steps_one_by_one(Instance& instance, void* stream);
 
   struct InstanceKey {
@@ -105,6 +106,14 @@ class Executor {
   std::vector<bool> input_read_;  // per call input: does the graph read it
   std::vector<codegen::Kernel> kernels_;
   std::vector<Step> steps_;
+  // Every kernel's check labels, in kernel order (the device error record names an index), with
+  // the origin of the node each belongs to; check_base_[k]: the first index of kernel k's labels.
+  struct CheckLabel {
+    std::string label;
+    std::string origin;
+  };
+  std::vector<CheckLabel> check_labels_;
+  std::vector<int64_t> check_base_;
   std::string module_source_;
   size_t staging_copies_ = 0;
 
