@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "pt2/archive.h"
 
@@ -123,7 +124,10 @@ SymbolValues CompiledGraph::bind(const std::vector<TensorView>& inputs) const {
 std::vector<int64_t> CompiledGraph::output_shape(size_t k, const SymbolValues& symbols) const {
   const ir::GraphOutput& out = graph_->outputs.at(k);
   LUMINAL_CHECK(out.kind == ir::GraphOutput::Kind::Tensor, "output ", k, " is not a tensor");
-  return evaluate(graph_->node(out.node).shape, symbols);
+  const ir::Node& node = graph_->node(out.node);
+  std::vector<int64_t> shape = evaluate(node.shape, symbols);
+  tensor_bytes(shape, node.dtype, str_cat("output #", k, " '", out.name, "'"));  // the caller allocates it
+  return shape;
 }
 
 int64_t CompiledGraph::int_output(size_t k, const SymbolValues& symbols) const {

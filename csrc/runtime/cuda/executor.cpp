@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/checked.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "ir/simplify.h"
@@ -32,11 +33,8 @@ constexpr size_t kMaxInstances = 16;
 
 size_t align_up(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
 
-int64_t product(const std::vector<int64_t>& sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
-}
+// Element counts of evaluated shapes; every node's was checked when its shape was evaluated (plan).
+int64_t product(const std::vector<int64_t>& sizes) { return element_count(sizes, "evaluated shape"); }
 
 // The launch configuration of one generated kernel, as a CUDA graph kernel node (also what a
 // direct launch needs). `args` must outlive the use of the result.
@@ -376,6 +374,7 @@ namespace {
 class ArenaPlanner {
  public:
   size_t place(size_t bytes, int begin, int end) {
+    // Byte counts are at most 2**63 each (tensor_bytes), but their sum may not fit: checked.
     bytes = align_up(std::max<size_t>(bytes, 1));
     // First fit among the regions free during [begin, end].
     std::vector<std::pair<size_t, size_t>> busy;
@@ -385,11 +384,12 @@ class ArenaPlanner {
     std::sort(busy.begin(), busy.end());
     size_t offset = 0;
     for (const auto& [lo, hi] : busy) {
-      if (offset + bytes <= lo) break;
+      if (offset <= lo && lo - offset >= bytes) break;  // (offset + bytes could wrap)
       offset = std::max(offset, hi);
     }
+    const size_t end_offset = checked_add(offset, bytes, "the CUDA arena of intermediates");
     blocks_.push_back(Block{offset, bytes, begin, end});
-    total_ = std::max(total_, offset + bytes);
+    total_ = std::max(total_, end_offset);
     return offset;
   }
   size_t total() const { return total_; }
@@ -447,6 +447,7 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
   std::vector<int> last_use(g.size(), -1);
   for (const Node& node : g.nodes()) {
     in.buffers[node.id].sizes = evaluate(node.shape, symbols);
+    tensor_bytes(in.buffers[node.id].sizes, node.dtype, node.origin);  // before any size or byte arithmetic
     if (node.kind == NodeKind::Input) placement[node.id] = Placement::Input;
     if (node.kind == NodeKind::Constant) placement[node.id] = Placement::Constant;
     if (node.is_compute() && step_of[node.id] < 0) placement[node.id] = rows_ ? Placement::Register : Placement::VirtualView;
@@ -482,7 +483,7 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
   for (const Step& step : steps_) {
     const Node& node = g.node(step.node);
     if (placement[node.id] != Placement::Arena || memory_of[node.id] != node.id) continue;
-    const size_t bytes = static_cast<size_t>(product(in.buffers[node.id].sizes)) * dtype_size(node.dtype);
+    const size_t bytes = tensor_bytes(in.buffers[node.id].sizes, node.dtype, node.origin);
     offset[node.id] = arena.place(bytes, step_of[node.id], std::max(last_use[node.id], step_of[node.id]));
   }
 
@@ -569,7 +570,7 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
                                         .workspace_bytes());
   }
   const size_t workspace_offset = arena.total();
-  const size_t arena_bytes = workspace_offset + align_up(workspace);
+  const size_t arena_bytes = checked_add(workspace_offset, align_up(workspace), "the CUDA arena");
   in.arena = context.allocator->allocate(std::max<size_t>(arena_bytes, kAlignment), context.device);
   const CUdeviceptr arena_base = reinterpret_cast<CUdeviceptr>(in.arena.get());
   for (const Node& node : g.nodes()) {
