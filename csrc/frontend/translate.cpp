@@ -712,9 +712,9 @@ class GraphBuilder {
     const std::string who = str_cat("constant '", fqn, "'");
     const int64_t reach = strided_storage_elements(data->sizes, data->strides, data->storage_offset, who);
     const size_t needed = byte_count(reach, data->dtype, who);
-    LUMINAL_CHECK(needed <= data->bytes.size(), who, ": its view (", dtype_name(data->dtype), ", sizes ",
+    LUMINAL_CHECK(needed <= data->bytes->size(), who, ": its view (", dtype_name(data->dtype), ", sizes ",
                   int_list(data->sizes), ", strides ", int_list(data->strides),
-                  ", storage_offset ", data->storage_offset, ") reaches ", needed, " bytes of a ", data->bytes.size(),
+                  ", storage_offset ", data->storage_offset, ") reaches ", needed, " bytes of a ", data->bytes->size(),
                   "-byte payload");
     ir::Node node;
     node.kind = ir::NodeKind::Constant;

@@ -16,21 +16,25 @@ frontend::TranslateOptions translate_options(const CompileOptions& options) {
   return out;
 }
 
+pt2::ReadLimits read_limits(const CompileOptions& options) {
+  return pt2::ReadLimits::with_max_archive_bytes(options.max_archive_bytes);
+}
+
 }  // namespace
 
 std::vector<frontend::Refusal> refused_nodes(std::string archive_bytes, const CompileOptions& options) {
-  const pt2::Archive archive = pt2::Archive::from_buffer(std::move(archive_bytes));
+  const pt2::Archive archive = pt2::Archive::from_buffer(std::move(archive_bytes), read_limits(options));
   return frontend::find_refusals(pt2::load_package(archive), translate_options(options));
 }
 
 std::shared_ptr<CompiledGraph> CompiledGraph::from_archive_bytes(std::string bytes, const CompileOptions& options) {
-  const pt2::Archive archive = pt2::Archive::from_buffer(std::move(bytes));
+  const pt2::Archive archive = pt2::Archive::from_buffer(std::move(bytes), read_limits(options));
   const pt2::Package package = pt2::load_package(archive);
   return std::shared_ptr<CompiledGraph>(new CompiledGraph(frontend::translate(package, translate_options(options)), options));
 }
 
 std::shared_ptr<CompiledGraph> CompiledGraph::from_archive_file(const std::string& path, const CompileOptions& options) {
-  const pt2::Archive archive = pt2::Archive::from_file(path);
+  const pt2::Archive archive = pt2::Archive::from_file(path, read_limits(options));
   const pt2::Package package = pt2::load_package(archive);
   return std::shared_ptr<CompiledGraph>(new CompiledGraph(frontend::translate(package, translate_options(options)), options));
 }

@@ -337,7 +337,7 @@ class Executor::Run {
   void bind_constant(const Node& node) {
     const ir::ConstantData& c = *node.constant;
     Buffer& b = buffers_[node.id];
-    b.data = c.bytes.data() + c.storage_offset * static_cast<int64_t>(dtype_size(c.dtype));
+    b.data = c.bytes->data() + c.storage_offset * static_cast<int64_t>(dtype_size(c.dtype));
     b.dtype = c.dtype;
     b.sizes = c.sizes;
     b.strides = c.strides;

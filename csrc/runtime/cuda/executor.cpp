@@ -1,6 +1,7 @@
 #include "runtime/cuda/executor.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <cstdio>
 #include <cstring>
@@ -864,15 +865,20 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
     LUMINAL_CU(api.cuModuleGetFunction(&state->export_errors, state->module, "lm_export_errors"));
     LUMINAL_CU(api.cuStreamCreate(&state->capture_stream, CU_STREAM_NON_BLOCKING));
     // Constants are uploaded once (synchronously, at first use).
+    // Views of one storage (aliased weights) share one upload.
     state->constants.resize(graph_->size());
+    std::map<const std::string*, std::shared_ptr<void>> uploaded;
     for (const Node& node : graph_->nodes()) {
       if (node.kind != NodeKind::Constant) continue;
-      const std::string& bytes = node.constant->bytes;
-      state->constants[node.id] = context.allocator->allocate(std::max<size_t>(bytes.size(), 1), context.device);
-      if (!bytes.empty()) {
-        LUMINAL_CU(api.cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(state->constants[node.id].get()), bytes.data(),
-                                    bytes.size()));
+      const std::string& bytes = *node.constant->bytes;
+      std::shared_ptr<void>& memory = uploaded[&bytes];
+      if (!memory) {
+        memory = context.allocator->allocate(std::max<size_t>(bytes.size(), 1), context.device);
+        if (!bytes.empty()) {
+          LUMINAL_CU(api.cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(memory.get()), bytes.data(), bytes.size()));
+        }
       }
+      state->constants[node.id] = memory;
     }
     device_ = std::move(state);
   }
