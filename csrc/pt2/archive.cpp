@@ -162,8 +162,7 @@ struct Archive::Impl {
                            std::string_view kind) const {
     if (st.size > max_bytes) {
       fail(label(relative_name), ": the zip directory declares ", st.size, " bytes for this ", kind,
-           ", over its limit of ", max_bytes, " bytes (LUMINAL_MAX_ARCHIVE_BYTES / max_archive_bytes raise the limit "
-           "for the whole archive, LUMINAL_MAX_ARCHIVE_JSON_BYTES for JSON entries)");
+           ", over its limit of ", max_bytes, " bytes", limit_hint(max_bytes));
     }
     if (st.comp_size > archive_size) {
       fail("corrupt zip archive ", source, ": entry ", relative_name, " declares ", st.comp_size,
@@ -179,6 +178,13 @@ struct Archive::Impl {
     }
   }
 
+  // Which setting raises a limit, for messages.
+  std::string limit_hint(uint64_t max_bytes) const {
+    if (max_bytes == limits.archive_bytes) return " (LUMINAL_MAX_ARCHIVE_BYTES or the max_archive_bytes option raise it)";
+    if (max_bytes == limits.json_entry_bytes) return " (LUMINAL_MAX_ARCHIVE_JSON_BYTES raises it)";
+    return " (a fixed limit for this entry)";
+  }
+
   std::string read(const std::string& relative_name, uint64_t max_bytes, std::string_view kind) {
     std::lock_guard<std::mutex> lock(mutex);
     const zip_stat_t st = stat(relative_name);
@@ -186,8 +192,7 @@ struct Archive::Impl {
     check_declared_size(relative_name, st, max_bytes, kind);
     if (st.size > limits.archive_bytes - bytes_read) {
       fail(label(relative_name), ": reading this ", kind, " (", st.size, " bytes) would take the bytes read from ",
-           "the archive past its limit of ", limits.archive_bytes,
-           " (LUMINAL_MAX_ARCHIVE_BYTES or the max_archive_bytes option raise it)");
+           "the archive past its limit of ", limits.archive_bytes, limit_hint(limits.archive_bytes));
     }
     const ZipFilePtr file(zip_fopen_index(zip.get(), index(relative_name), 0));
     if (!file) fail(label(relative_name), ": cannot open the entry: ", zip_strerror(zip.get()));
@@ -502,7 +507,8 @@ std::map<std::string, TensorPayload> load_payloads(const Archive& archive, const
     return {};  // the config is optional: a program without any
   }
   const std::map<std::string, PayloadMeta> config =
-      parse_payload_config(read_json(archive, config_name), entry_label(archive, config_name));
+      parse_payload_config(read_json(archive, config_name), entry_label(archive, config_name),
+                           archive.limits().json_values());
 
   std::map<std::string, std::shared_ptr<const std::string>> storages;  // path_name -> bytes; aliases share a storage
   std::map<std::string, TensorPayload> payloads;
@@ -536,7 +542,8 @@ Package load_package(const Archive& archive, const LoadOptions& options) {
   package.model_name = choose_model(archive, options.model_name);
   const std::string model_entry = str_cat("models/", package.model_name, ".json");
   package.program =
-      parse_exported_program(read_json(archive, model_entry), entry_label(archive, model_entry));
+      parse_exported_program(read_json(archive, model_entry), entry_label(archive, model_entry),
+                             archive.limits().json_values());
   if (options.load_weights) package.weights = load_payloads(archive, kWeights, package.model_name);
   if (options.load_constants) {
     package.constants = load_payloads(archive, kConstants, package.model_name);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <map>
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -34,6 +35,9 @@ struct ReadLimits {
   // One JSON entry (models/<name>.json, the payload configs). Parsed, its DOM takes several times
   // the text (see README), so this bounds the reader's peak memory too.
   uint64_t json_entry_bytes = 64 * kMiB;
+  // ...and the values it may hold: one per 32 bytes of json_entry_bytes (2 Mi by default), since
+  // the DOM's size follows the number of values, not the text's length (pt2/parse.h).
+  size_t json_values() const { return static_cast<size_t>(std::max<uint64_t>(json_entry_bytes / 32, 1024)); }
   // Everything read from one archive together: weights and constants above all.
   uint64_t archive_bytes = 64 * kGiB;
 
