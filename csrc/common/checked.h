@@ -62,15 +62,17 @@ inline size_t checked_mul(size_t a, size_t b, std::string_view what) {
 }
 
 // The number of elements of a tensor of these sizes. Raises for a negative size, and for a
-// product that does not fit in int64 (also when another size is 0: such a shape cannot be
-// described to torch either).
+// product that does not fit in int64 (a shape with a zero size has no elements, whatever the
+// others are).
 inline int64_t element_count(const std::vector<int64_t>& sizes, std::string_view what) {
   int64_t count = 1;
-  bool overflow = false;
+  bool overflow = false, empty = false;
   for (const int64_t size : sizes) {
     if (size < 0) fail(what, ": negative size in shape ", int_list(sizes));
+    empty = empty || size == 0;
     overflow = overflow || __builtin_mul_overflow(count, size, &count);
   }
+  if (empty) return 0;
   if (overflow) fail(what, ": the element count of shape ", int_list(sizes), " does not fit in int64");
   return count;
 }
