@@ -32,8 +32,8 @@ struct ReadLimits {
   static constexpr uint64_t kKiB = uint64_t{1} << 10, kMiB = uint64_t{1} << 20, kGiB = uint64_t{1} << 30;
   // Small fixed entries: archive_format, archive_version, byteorder, ...
   uint64_t small_entry_bytes = 4 * kKiB;
-  // One JSON entry (models/<name>.json, the payload configs). Parsed, its DOM takes several times
-  // the text (see README), so this bounds the reader's peak memory too.
+  // One JSON entry (models/<name>.json, the payload configs): the text. Its parsed DOM is bounded
+  // by json_values() below.
   uint64_t json_entry_bytes = 64 * kMiB;
   // ...and the values it may hold: one per 32 bytes of json_entry_bytes (2 Mi by default), since
   // the DOM's size follows the number of values, not the text's length (pt2/parse.h).
