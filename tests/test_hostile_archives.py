@@ -115,23 +115,34 @@ def test_declared_negative_size_raises(base_archive, tmp_path) -> None:
 
 
 class OuterSum(torch.nn.Module):
+    """An [n, n] intermediate, reduced to a scalar (all) or to its columns (rows)."""
+
+    def __init__(self, rows: bool) -> None:
+        super().__init__()
+        self.rows = rows
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return (x[:, None] * x[None, :]).sum(0)
+        outer = x[:, None] * x[None, :]
+        return outer.sum(0) if self.rows else outer.sum()
 
 
-def test_call_time_sizes_whose_products_overflow_raise(tmp_path, device: str) -> None:
+@pytest.mark.parametrize("rows", [False, True])
+def test_call_time_sizes_whose_products_overflow_raise(tmp_path, device: str, rows: bool) -> None:
+    model = OuterSum(rows)
     path = tmp_path / "outer.pt2"
     dynamic = {"x": {0: torch.export.Dim("n")}}
-    torch.export.save(torch.export.export(OuterSum(), (torch.randn(8),), dynamic_shapes=dynamic), path)
+    torch.export.save(torch.export.export(model, (torch.randn(8),), dynamic_shapes=dynamic), path)
     program = luminal.load(path)
     x = rand(5, device=device)
-    assert_same(program(x)[0], OuterSum()(x))
-    # Expanded inputs have huge sizes and no memory: the [n, n] intermediate overflows int64 ...
-    with pytest.raises(luminal.LuminalError, match="4294967296.*does not fit in int64"):
-        program(torch.ones(1, device=device).expand(2**32))
-    # ... and an [n] output of 2**62 floats overflows the byte count before it is allocated.
-    with pytest.raises(luminal.LuminalError, match="output #0 'sum_1'.*needs more than 2\\*\\*63 bytes"):
-        program(torch.ones(1, device=device).expand(2**62))
+    assert_same(program(x)[0], model(x))
+    if rows:
+        # An [n] output of 2**62 floats: the byte count overflows before anything is allocated.
+        with pytest.raises(luminal.LuminalError, match="output #0 'sum_1'.*needs more than 2\\*\\*63 bytes"):
+            program(torch.ones(1, device=device).expand(2**62))
+    else:
+        # Expanded inputs have huge sizes and no memory: the [n, n] intermediate overflows int64.
+        with pytest.raises(luminal.LuminalError, match="4294967296.*does not fit in int64"):
+            program(torch.ones(1, device=device).expand(2**32))
 
 
 def weight_meta(**fields: Any) -> Callable[[Any], None]:
