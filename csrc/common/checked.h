@@ -10,6 +10,7 @@
 // the check fails, so callers pass a cheap std::string_view even on per-call paths.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -131,9 +132,7 @@ inline int64_t strided_storage_elements(const std::vector<int64_t>& sizes, const
   return last + 1;
 }
 
-// The machine's physical memory in bytes (INT64_MAX if unknown). No tensor of a graph may need
-// more: eager would have to allocate it, and luminal, which may fuse it away, would otherwise
-// spend hours computing it (an archive declaring an f32 [2**57, 4] intermediate).
+// The machine's physical memory in bytes (INT64_MAX if unknown).
 inline int64_t physical_memory_bytes() {
   static const int64_t bytes = [] {
     const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
@@ -146,12 +145,19 @@ inline int64_t physical_memory_bytes() {
   return bytes;
 }
 
-// tensor_bytes, also refusing a tensor larger than the machine's memory (see above).
+// The most bytes one tensor of a graph may need, whatever device runs it: this machine's memory,
+// or 256 GiB (more than any single accelerator holds today) if that is more. Eager would have to
+// allocate such a tensor; luminal, which may fuse it away, would otherwise spend hours computing
+// it (an archive declaring an f32 [2**57, 4] intermediate). The CPU engine also refuses, at run
+// time, graphs whose tensors exceed this machine's memory (runtime/compiled.cpp).
+inline int64_t max_tensor_bytes() { return std::max<int64_t>(physical_memory_bytes(), int64_t{256} << 30); }
+
+// tensor_bytes, also refusing a tensor larger than max_tensor_bytes().
 inline size_t feasible_tensor_bytes(const std::vector<int64_t>& sizes, DType dtype, std::string_view what) {
   const size_t bytes = tensor_bytes(sizes, dtype, what);
-  if (static_cast<int64_t>(bytes) > physical_memory_bytes()) {
+  if (static_cast<int64_t>(bytes) > max_tensor_bytes()) {
     fail(what, ": a ", dtype_name(dtype), " tensor of shape ", int_list(sizes), " needs ", bytes,
-         " bytes, more than this machine's memory (", physical_memory_bytes(), " bytes)");
+         " bytes, more than any device can hold (", max_tensor_bytes(), " bytes: this machine's memory or 256 GiB)");
   }
   return bytes;
 }

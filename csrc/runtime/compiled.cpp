@@ -41,6 +41,18 @@ std::shared_ptr<CompiledGraph> CompiledGraph::from_archive_file(const std::strin
 
 CompiledGraph::CompiledGraph(ir::Graph translated, const CompileOptions& options)
     : translated_text_(translated.to_string()) {
+  for (const ir::Node& node : translated.nodes()) {
+    std::vector<int64_t> sizes;
+    for (const ir::Expr& dim : node.shape) {
+      if (dim->op == ir::ExprOp::Const) sizes.push_back(dim->int_value);
+    }
+    if (sizes.size() != node.shape.size()) continue;  // symbolic: checked when evaluated
+    const size_t bytes = tensor_bytes(sizes, node.dtype, node.origin);
+    if (bytes > largest_static_tensor_bytes_) {
+      largest_static_tensor_bytes_ = bytes;
+      largest_static_tensor_ = str_cat("node '", node.origin, "' (", dtype_name(node.dtype), int_list(sizes), ")");
+    }
+  }
   passes::RowPlan row = passes::plan_row_kernel(translated);
   megakernel_reason_ = row.reason;
   if (row.accepted && options.megakernel) {
@@ -150,6 +162,11 @@ void CompiledGraph::run(const std::vector<TensorView>& inputs, const std::vector
                   "; the compiled graph reads it");
   }
   if (!on_cuda) {
+    // Graph::add let through tensors up to max_tensor_bytes() for the sake of accelerators; on the
+    // CPU, what exceeds this machine's memory is what eager could not allocate either.
+    LUMINAL_CHECK(static_cast<int64_t>(largest_static_tensor_bytes_) <= physical_memory_bytes(), largest_static_tensor_,
+                  " needs ", largest_static_tensor_bytes_, " bytes, more than this machine's memory (",
+                  physical_memory_bytes(), " bytes)");
     cpu_scatter_copy_bytes_ = cpu_->run(inputs, outputs, symbols);
     return;
   }

@@ -109,6 +109,10 @@ class CompiledGraph {
   CompiledGraph(ir::Graph translated, const CompileOptions& options);
 
   std::string translated_text_;
+  // The largest tensor of the translated graph whose size is known (before fusion: what eager
+  // would allocate), for the CPU engine's check against this machine's memory.
+  size_t largest_static_tensor_bytes_ = 0;
+  std::string largest_static_tensor_;
   std::shared_ptr<const ir::Graph> graph_;
   std::shared_ptr<const ir::Graph> row_graph_;  // the accepted row plan's graph, if any
   ir::Expr rows_;

@@ -69,9 +69,11 @@ TEST(Checked, ByteCounts) {
   EXPECT_CONTAINS(error_of([] { byte_count(int64_t{1} << 62, DType::I64, "w"); }), "64-bit byte count");
   EXPECT_CONTAINS(error_of([] { byte_count(-1, size_t{4}, "w"); }), "negative element count");
   EXPECT_CONTAINS(error_of([] { feasible_tensor_bytes({int64_t{1} << 40, 4}, DType::F32, "node 'big'"); }),
-                  "more than this machine's memory");
+                  "more than any device can hold");
   EXPECT_EQ(feasible_tensor_bytes({1024, 4}, DType::F32, "small"), 16384u);
   EXPECT_GT(physical_memory_bytes(), int64_t{1} << 20);
+  EXPECT_GE(max_tensor_bytes(), int64_t{256} << 30);  // an accelerator may hold more than this host
+  EXPECT_GE(max_tensor_bytes(), physical_memory_bytes());
 }
 
 TEST(Checked, StridedStorageExtent) {
