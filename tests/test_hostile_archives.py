@@ -348,6 +348,42 @@ def test_payload_over_the_archive_budget_is_refused_before_reading(base_archive,
         luminal.load(path)
 
 
+def test_entries_sharing_one_stored_file_are_refused(base_archive, tmp_path) -> None:
+    """Directory records of many payloads pointing at one large stored file: each read is legal on its
+    own, together they would multiply the archive's size in memory."""
+    source, _ = base_archive
+    copies, payload = 8, bytes(1 << 20)
+
+    def add_aliases(config: Any) -> None:
+        (meta,) = config["config"].values()
+        for k in range(copies):
+            alias = json.loads(json.dumps(meta))
+            alias["path_name"] = f"alias_{k}"
+            alias["tensor_meta"]["sizes"] = ints(len(payload) // 4)
+            config["config"][f"alias_{k}"] = alias
+
+    staged = rewrite(source, tmp_path / "staged.pt2", edit_json("_weights_config.json", add_aliases))
+    with zipfile.ZipFile(staged, "a", zipfile.ZIP_STORED) as z:
+        root = z.namelist()[0].split("/")[0]
+        for k in range(copies):
+            z.writestr(f"{root}/data/weights/alias_{k}", payload if k == 0 else b"")
+    # Every alias's directory record now points at alias_0's local header and size.
+    data = bytearray(staged.read_bytes())
+    with zipfile.ZipFile(staged) as z:
+        first = z.getinfo(f"{root}/data/weights/alias_0")
+    position = data.find(b"PK\x01\x02")
+    while position >= 0:
+        name_length = struct.unpack_from("<H", data, position + 28)[0]
+        if bytes(data[position + 46 : position + 46 + name_length]).startswith(f"{root}/data/weights/alias_".encode()):
+            struct.pack_into("<III", data, position + 16, first.CRC, first.compress_size, first.file_size)
+            struct.pack_into("<I", data, position + 42, first.header_offset)
+        position = data.find(b"PK\x01\x02", position + 4)
+    path = tmp_path / "overlap.pt2"
+    path.write_bytes(bytes(data))
+    with pytest.raises(luminal.LuminalError, match="corrupt zip archive .*entries overlap"):
+        luminal.load(path)
+
+
 # ------------------------------------------------------------------------------------------------
 # Messages: invalid UTF-8, missing vs corrupt, what is not a regular file
 # ------------------------------------------------------------------------------------------------

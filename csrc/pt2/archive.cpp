@@ -13,6 +13,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "common/checked.h"
@@ -106,6 +107,11 @@ struct Archive::Impl {
   uint64_t archive_size = 0;  // bytes of the whole zip file
   ReadLimits limits;
   uint64_t bytes_read = 0;  // charged against limits.archive_bytes (under `mutex`)
+  // Entries read so far and their compressed bytes: entries of a zip do not overlap, so these sum
+  // to at most the file's size. (Entries whose directory records all point at one large stored
+  // file would otherwise multiply the memory a small archive takes.)
+  std::set<zip_uint64_t> entries_read;
+  uint64_t compressed_bytes_read = 0;
   std::string root;
   std::vector<std::string> names;                // relative names, archive order
   std::map<std::string, zip_uint64_t> index_of;  // relative name -> zip index
@@ -193,6 +199,13 @@ struct Archive::Impl {
     if (st.size > limits.archive_bytes - bytes_read) {
       fail(label(relative_name), ": reading this ", kind, " (", st.size, " bytes) would take the bytes read from ",
            "the archive past its limit of ", limits.archive_bytes, limit_hint(limits.archive_bytes));
+    }
+    if (entries_read.insert(index(relative_name)).second) {
+      compressed_bytes_read += st.comp_size;
+      if (compressed_bytes_read > archive_size) {
+        fail("corrupt zip archive ", source, ": entries overlap (entry ", relative_name, " takes the compressed bytes ",
+             "read to ", compressed_bytes_read, ", more than the ", archive_size, " bytes of the archive)");
+      }
     }
     const ZipFilePtr file(zip_fopen_index(zip.get(), index(relative_name), 0));
     if (!file) fail(label(relative_name), ": cannot open the entry: ", zip_strerror(zip.get()));
