@@ -307,6 +307,15 @@ def test_declared_size_beyond_what_deflate_can_produce_is_corrupt(tmp_path) -> N
             luminal.load(path)
 
 
+def test_compression_methods_other_than_store_and_deflate_are_refused(tmp_path) -> None:
+    path = tmp_path / "bzip2.pt2"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("archive/archive_format", "pt2", compress_type=zipfile.ZIP_BZIP2)
+        z.writestr("archive/models/model.json", "{}")
+    with pytest.raises(luminal.LuminalError, match="archive_format: compression method 12 is not supported"):
+        luminal.load(path)
+
+
 def test_json_with_too_many_values_stops_at_the_limit(tmp_path) -> None:
     path = tmp_path / "values.pt2"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:

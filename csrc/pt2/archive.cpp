@@ -174,11 +174,15 @@ struct Archive::Impl {
       fail("corrupt zip archive ", source, ": entry ", relative_name, " declares ", st.comp_size,
            " compressed bytes, but the archive has only ", archive_size);
     }
+    if (st.comp_method != ZIP_CM_STORE && st.comp_method != ZIP_CM_DEFLATE) {
+      fail(label(relative_name), ": compression method ", st.comp_method, " is not supported (torch.export.save stores ",
+           "entries; deflated ones are read too)");
+    }
     if (st.comp_method == ZIP_CM_STORE && st.size != st.comp_size) {
       fail("corrupt zip archive ", source, ": entry ", relative_name, " is stored uncompressed with ", st.comp_size,
            " bytes, but the zip directory declares ", st.size);
     }
-    if (st.comp_method != ZIP_CM_STORE && st.size / kMaxDeflateRatio > st.comp_size + kDeflateSlack) {
+    if (st.comp_method == ZIP_CM_DEFLATE && st.size / kMaxDeflateRatio > st.comp_size + kDeflateSlack) {
       fail("corrupt zip archive ", source, ": entry ", relative_name, " declares ", st.size, " bytes, more than its ",
            st.comp_size, " compressed bytes can hold");
     }
