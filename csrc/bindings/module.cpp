@@ -519,11 +519,19 @@ PYBIND11_MODULE(_C, m) {
 
   m.def(
       "load",
-      [](const std::string& path) {
+      [](const std::string& path, std::optional<int64_t> max_archive_bytes) {
+        runtime::CompileOptions options;
+        if (max_archive_bytes) {
+          LUMINAL_CHECK(*max_archive_bytes > 0, "max_archive_bytes must be a positive number of bytes, got ",
+                        *max_archive_bytes);
+          options.max_archive_bytes = static_cast<uint64_t>(*max_archive_bytes);
+        }
         py::gil_scoped_release no_gil;
-        return PyCompiledGraph(runtime::CompiledGraph::from_archive_file(path, {}));
+        return PyCompiledGraph(runtime::CompiledGraph::from_archive_file(path, options));
       },
-      py::arg("path"), "Compiles a .pt2 file written by torch.export.save (weights taken from the archive).");
+      py::arg("path"), py::arg("max_archive_bytes") = py::none(),
+      "Compiles a .pt2 file written by torch.export.save (weights taken from the archive). max_archive_bytes: the "
+      "most bytes read from it (default LUMINAL_MAX_ARCHIVE_BYTES, else 64 GiB).");
 
   m.def("supported_targets", [] { return frontend::Registry::instance().targets(); },
         "ATen targets with a translator.");

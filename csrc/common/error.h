@@ -11,9 +11,47 @@
 
 namespace luminal {
 
+// `text` with every byte that is not part of a well-formed UTF-8 sequence replaced by U+FFFD.
+// Messages quote archive contents (entry names, JSON excerpts) and reach Python as str: invalid
+// UTF-8 there would surface as a UnicodeDecodeError instead of the error itself.
+inline std::string valid_utf8(const std::string& text) {
+  const auto byte = [&](size_t i) { return i < text.size() ? static_cast<unsigned char>(text[i]) : 0u; };
+  const auto in = [](unsigned c, unsigned lo, unsigned hi) { return c >= lo && c <= hi; };
+  // Length of the well-formed sequence starting at i (Unicode table 3-7), or 0.
+  const auto sequence = [&](size_t i) -> size_t {
+    const unsigned c = byte(i);
+    if (c < 0x80) return 1;
+    if (in(c, 0xC2, 0xDF)) return in(byte(i + 1), 0x80, 0xBF) ? 2 : 0;
+    if (in(c, 0xE0, 0xEF)) {
+      const unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+      return in(byte(i + 1), lo, hi) && in(byte(i + 2), 0x80, 0xBF) ? 3 : 0;
+    }
+    if (in(c, 0xF0, 0xF4)) {
+      const unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+      return in(byte(i + 1), lo, hi) && in(byte(i + 2), 0x80, 0xBF) && in(byte(i + 3), 0x80, 0xBF) ? 4 : 0;
+    }
+    return 0;
+  };
+  std::string out;
+  bool replaced = false;
+  size_t copied = 0;  // text[copied, i) is valid and not yet in `out`
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = sequence(i);
+    if (n > 0) {
+      i += n;
+      continue;
+    }
+    out.append(text, copied, i - copied).append("\xEF\xBF\xBD");
+    replaced = true;
+    copied = ++i;
+  }
+  if (!replaced) return text;
+  return out.append(text, copied, std::string::npos);
+}
+
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& message) : std::runtime_error(message) {}
+  explicit Error(const std::string& message) : std::runtime_error(valid_utf8(message)) {}
 };
 
 // Concatenates any streamable values into one string.
@@ -35,7 +73,7 @@ template <typename... Parts>
 class UnsupportedNode : public Error {
  public:
   UnsupportedNode(std::string node, std::string target, std::string reason, const std::string& message)
-      : Error(message), node_(std::move(node)), target_(std::move(target)), reason_(std::move(reason)) {}
+      : Error(message), node_(valid_utf8(node)), target_(valid_utf8(target)), reason_(valid_utf8(reason)) {}
 
   const std::string& node() const { return node_; }      // the exported node's name, e.g. "pow_1"
   const std::string& target() const { return target_; }  // e.g. "torch.ops.aten.pow.Tensor_Tensor"

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <set>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "ir/simplify.h"
 #include "pt2/sympy.h"
@@ -707,6 +708,14 @@ class GraphBuilder {
     for (const pt2::SymInt& s : meta.strides) data->strides.push_back(s.as_int());
     data->storage_offset = meta.storage_offset.as_int();
     data->bytes = payload.bytes;
+    // The executors read the payload through this view: it must lie inside the payload's bytes.
+    const std::string who = str_cat("constant '", fqn, "'");
+    const int64_t reach = strided_storage_elements(data->sizes, data->strides, data->storage_offset, who);
+    const size_t needed = byte_count(reach, data->dtype, who);
+    LUMINAL_CHECK(needed <= data->bytes->size(), who, ": its view (", dtype_name(data->dtype), ", sizes ",
+                  int_list(data->sizes), ", strides ", int_list(data->strides),
+                  ", storage_offset ", data->storage_offset, ") reaches ", needed, " bytes of a ", data->bytes->size(),
+                  "-byte payload");
     ir::Node node;
     node.kind = ir::NodeKind::Constant;
     node.dtype = data->dtype;

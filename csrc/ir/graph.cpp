@@ -4,6 +4,7 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "common/checked.h"
 #include "common/error.h"
 
 namespace luminal::ir {
@@ -34,11 +35,40 @@ const char* input_role_name(InputRole role) {
   return "?";
 }
 
+namespace {
+
+// The constant dimensions of a space: each must be >= 0 and their product must fit in int64 (the
+// symbolic ones are checked once evaluated, at each call). Sizes come from archives, which may be
+// hostile: a wrapped product would later become a too-small allocation.
+void check_constant_dims(const Node& node, const Shape& space, const char* what, std::vector<int64_t>& dims) {
+  for (const Expr& dim : space) {
+    if (dim && dim->op == ExprOp::Const) dims.push_back(dim->int_value);
+  }
+  const std::string who = str_cat("node '", node.origin.empty() ? node.name : node.origin, "' ", what);
+  element_count(dims, who);
+}
+
+void check_static_sizes(const Node& node) {
+  std::vector<int64_t> dims;
+  check_constant_dims(node, node.shape, "shape", dims);
+  // The size in bytes only when every dimension is known: a symbolic one may be 0.
+  if (dims.size() == node.shape.size()) {
+    feasible_tensor_bytes(dims, node.dtype, str_cat("node '", node.origin.empty() ? node.name : node.origin, "'"));
+  }
+  // A reduction iterates its output times its extents; a scatter its domain. Loop counters are int64.
+  check_constant_dims(node, node.reduce_extents, "reduction space (output and extents)", dims);
+  dims.clear();
+  check_constant_dims(node, node.scatter_domain, "scatter domain", dims);
+}
+
+}  // namespace
+
 NodeId Graph::add(Node node) {
   const NodeId id = static_cast<NodeId>(nodes_.size());
   for (NodeId input : node.inputs) {
     LUMINAL_CHECK(input >= 0 && input < id, "graph: node '", node.origin, "' reads missing node %", input);
   }
+  check_static_sizes(node);
   node.id = id;
   nodes_.push_back(std::move(node));
   return id;

@@ -51,7 +51,8 @@ struct ConstantData {
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;  // in elements
   int64_t storage_offset = 0;    // in elements
-  std::string bytes;             // the whole storage
+  // The whole storage, shared by every view of it (aliased weights): never copied per view.
+  std::shared_ptr<const std::string> bytes;
 };
 
 struct Node {

@@ -68,8 +68,8 @@ Expr constant_at(const ir::ConstantData& c, DType dtype, const std::vector<Expr>
     offset += *i * c.strides[d];
   }
   const size_t bytes = dtype_size(dtype);
-  if (offset < 0 || static_cast<size_t>(offset + 1) * bytes > c.bytes.size()) return nullptr;
-  const char* at = c.bytes.data() + static_cast<size_t>(offset) * bytes;
+  if (offset < 0 || static_cast<size_t>(offset + 1) * bytes > c.bytes->size()) return nullptr;
+  const char* at = c.bytes->data() + static_cast<size_t>(offset) * bytes;
   auto read = [at](auto value) {
     std::memcpy(&value, at, sizeof value);
     return value;

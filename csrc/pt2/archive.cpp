@@ -1,14 +1,22 @@
 #include "pt2/archive.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zip.h>
 
-#include <filesystem>
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <optional>
-#include <system_error>
+#include <set>
 #include <utility>
 
+#include "common/checked.h"
 #include "common/dtype.h"
 #include "common/error.h"
 #include "pt2/parse.h"
@@ -68,10 +76,42 @@ std::string trim(std::string text) {
 // Archive
 // ---------------------------------------------------------------------------------------------
 
+namespace {
+
+uint64_t parse_byte_limit(const char* variable, uint64_t fallback) {
+  const char* text = std::getenv(variable);
+  if (text == nullptr || text[0] == '\0') return fallback;
+  uint64_t value = 0;
+  const char* end = text + std::strlen(text);
+  const auto [rest, error] = std::from_chars(text, end, value);
+  if (error != std::errc() || rest != end || value == 0) {
+    fail(variable, "=\"", std::string(text).substr(0, 64), "\" is not a positive integer number of bytes");
+  }
+  return value;
+}
+
+// Deflate cannot expand data by more than about 1032:1 (RFC 1951: 258 bytes per 2-bit code at
+// best). A declared uncompressed size above this bound cannot be true.
+constexpr uint64_t kMaxDeflateRatio = 1032;
+constexpr uint64_t kDeflateSlack = 1024;
+// Deflated entries are read in chunks of this size; the buffer grows as data arrives instead of
+// being reserved at the declared size.
+constexpr size_t kReadChunk = size_t{4} << 20;
+
+}  // namespace
+
 struct Archive::Impl {
   std::string source;
   std::string bytes;  // backing store of a from_buffer archive; outlives `zip` (declared first)
   ZipPtr zip;
+  uint64_t archive_size = 0;  // bytes of the whole zip file
+  ReadLimits limits;
+  uint64_t bytes_read = 0;  // charged against limits.archive_bytes (under `mutex`)
+  // Entries read so far and their compressed bytes: entries of a zip do not overlap, so these sum
+  // to at most the file's size. (Entries whose directory records all point at one large stored
+  // file would otherwise multiply the memory a small archive takes.)
+  std::set<zip_uint64_t> entries_read;
+  uint64_t compressed_bytes_read = 0;
   std::string root;
   std::vector<std::string> names;                // relative names, archive order
   std::map<std::string, zip_uint64_t> index_of;  // relative name -> zip index
@@ -104,52 +144,155 @@ struct Archive::Impl {
     }
   }
 
-  std::string read(const std::string& relative_name) {
-    std::lock_guard<std::mutex> lock(mutex);
+  zip_uint64_t index(const std::string& relative_name) const {
     const auto it = index_of.find(relative_name);
     if (it == index_of.end()) {
       fail(label(relative_name), ": no such entry in the archive (root folder \"", root, "\")");
     }
-    zip_stat_t stat;
-    zip_stat_init(&stat);
-    if (zip_stat_index(zip.get(), it->second, 0, &stat) != 0 || !(stat.valid & ZIP_STAT_SIZE)) {
+    return it->second;
+  }
+
+  zip_stat_t stat(const std::string& relative_name) {
+    zip_stat_t st;
+    zip_stat_init(&st);
+    constexpr zip_uint64_t kNeeded = ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD;
+    if (zip_stat_index(zip.get(), index(relative_name), 0, &st) != 0 || (st.valid & kNeeded) != kNeeded) {
       fail(label(relative_name), ": cannot stat the entry: ", zip_strerror(zip.get()));
     }
-    if (stat.size > std::numeric_limits<size_t>::max() / 2) {
-      fail(label(relative_name), ": entry too large (", stat.size, " bytes)");
+    return st;
+  }
+
+  // The declared size, checked against the limit and against what the entry's compressed data
+  // can hold, before anything is allocated.
+  void check_declared_size(const std::string& relative_name, const zip_stat_t& st, uint64_t max_bytes,
+                           std::string_view kind) const {
+    if (st.size > max_bytes) {
+      fail(label(relative_name), ": the zip directory declares ", st.size, " bytes for this ", kind,
+           ", over its limit of ", max_bytes, " bytes", limit_hint(max_bytes));
     }
-    const ZipFilePtr file(zip_fopen_index(zip.get(), it->second, 0));
+    if (st.comp_size > archive_size) {
+      fail("corrupt zip archive ", source, ": entry ", relative_name, " declares ", st.comp_size,
+           " compressed bytes, but the archive has only ", archive_size);
+    }
+    if (st.comp_method != ZIP_CM_STORE && st.comp_method != ZIP_CM_DEFLATE) {
+      fail(label(relative_name), ": compression method ", st.comp_method, " is not supported (torch.export.save stores ",
+           "entries; deflated ones are read too)");
+    }
+    if (st.comp_method == ZIP_CM_STORE && st.size != st.comp_size) {
+      fail("corrupt zip archive ", source, ": entry ", relative_name, " is stored uncompressed with ", st.comp_size,
+           " bytes, but the zip directory declares ", st.size);
+    }
+    if (st.comp_method == ZIP_CM_DEFLATE && st.size / kMaxDeflateRatio > st.comp_size + kDeflateSlack) {
+      fail("corrupt zip archive ", source, ": entry ", relative_name, " declares ", st.size, " bytes, more than its ",
+           st.comp_size, " compressed bytes can hold");
+    }
+  }
+
+  // Which setting raises a limit, for messages.
+  std::string limit_hint(uint64_t max_bytes) const {
+    if (max_bytes == limits.archive_bytes) return " (LUMINAL_MAX_ARCHIVE_BYTES or the max_archive_bytes option raise it)";
+    if (max_bytes == limits.json_entry_bytes) return " (LUMINAL_MAX_ARCHIVE_JSON_BYTES raises it)";
+    return " (a fixed limit for this entry)";
+  }
+
+  std::string read(const std::string& relative_name, uint64_t max_bytes, std::string_view kind) {
+    std::lock_guard<std::mutex> lock(mutex);
+    const zip_stat_t st = stat(relative_name);
+    max_bytes = std::min(max_bytes, limits.archive_bytes);
+    check_declared_size(relative_name, st, max_bytes, kind);
+    if (st.size > limits.archive_bytes - bytes_read) {
+      fail(label(relative_name), ": reading this ", kind, " (", st.size, " bytes) would take the bytes read from ",
+           "the archive past its limit of ", limits.archive_bytes, limit_hint(limits.archive_bytes));
+    }
+    if (entries_read.insert(index(relative_name)).second) {
+      compressed_bytes_read += st.comp_size;
+      if (compressed_bytes_read > archive_size) {
+        fail("corrupt zip archive ", source, ": entries overlap (entry ", relative_name, " takes the compressed bytes ",
+             "read to ", compressed_bytes_read, ", more than the ", archive_size, " bytes of the archive)");
+      }
+    }
+    const ZipFilePtr file(zip_fopen_index(zip.get(), index(relative_name), 0));
     if (!file) fail(label(relative_name), ": cannot open the entry: ", zip_strerror(zip.get()));
 
-    std::string out(static_cast<size_t>(stat.size), '\0');
-    size_t done = 0;
-    while (done < out.size()) {
-      const zip_int64_t n = zip_fread(file.get(), out.data() + done, out.size() - done);
+    // A stored entry's size is bounded by the file (checked above): allocate it at once. A
+    // deflated one grows chunk by chunk, so that a size that lies costs no more than the data.
+    const size_t declared = static_cast<size_t>(st.size);
+    std::string out;
+    out.reserve(st.comp_method == ZIP_CM_STORE ? declared : std::min(declared, kReadChunk));
+    while (out.size() < declared) {
+      const size_t chunk = std::min(declared - out.size(), kReadChunk);
+      const size_t done = out.size();
+      out.resize(done + chunk);
+      const zip_int64_t n = zip_fread(file.get(), out.data() + done, chunk);
       if (n < 0) fail(label(relative_name), ": corrupt entry: ", zip_file_strerror(file.get()));
-      if (n == 0) {
-        fail(label(relative_name), ": truncated entry: ", done, " of ", out.size(), " bytes");
-      }
-      done += static_cast<size_t>(n);
+      out.resize(done + static_cast<size_t>(n));
+      if (n == 0) fail(label(relative_name), ": truncated entry: ", done, " of ", declared, " bytes");
     }
     // Reading on to the end of the data is what makes libzip verify the CRC.
     char extra = 0;
     const zip_int64_t tail = zip_fread(file.get(), &extra, 1);
     if (tail < 0) fail(label(relative_name), ": corrupt entry: ", zip_file_strerror(file.get()));
     if (tail > 0) fail(label(relative_name), ": entry is longer than its recorded size");
+    bytes_read += out.size();
     return out;
   }
 };
+
+namespace {
+
+// Opens without blocking (a FIFO would block a plain open until a writer appears) and refuses
+// what is not a regular file before libzip sees it.
+int open_regular_file(const std::string& path, uint64_t& size) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    if (error == ENOENT || error == ENOTDIR) fail("cannot open PT2 archive ", path, ": no such file");
+    fail("cannot open PT2 archive ", path, ": ", std::strerror(error));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const bool directory = S_ISDIR(st.st_mode);
+    ::close(fd);
+    fail("cannot open PT2 archive ", path, ": ",
+         directory ? "it is a directory" : "not a regular file (a FIFO, device or socket)");
+  }
+  // Back to blocking reads for the regular file libzip will read.
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  size = static_cast<uint64_t>(st.st_size);
+  return fd;
+}
+
+}  // namespace
 
 Archive::Archive(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Archive::Archive(Archive&&) noexcept = default;
 Archive& Archive::operator=(Archive&&) noexcept = default;
 Archive::~Archive() = default;
 
-Archive Archive::from_buffer(std::string bytes) {
+ReadLimits ReadLimits::from_environment() {
+  ReadLimits limits;
+  limits.archive_bytes = parse_byte_limit("LUMINAL_MAX_ARCHIVE_BYTES", limits.archive_bytes);
+  limits.json_entry_bytes = parse_byte_limit("LUMINAL_MAX_ARCHIVE_JSON_BYTES", limits.json_entry_bytes);
+  return limits;
+}
+
+ReadLimits ReadLimits::with_max_archive_bytes(std::optional<uint64_t> max_archive_bytes) {
+  ReadLimits limits = from_environment();
+  if (max_archive_bytes) {
+    LUMINAL_CHECK(*max_archive_bytes > 0, "max_archive_bytes must be a positive number of bytes");
+    limits.archive_bytes = *max_archive_bytes;
+  }
+  return limits;
+}
+
+Archive Archive::from_buffer(std::string bytes, const ReadLimits& limits) {
   if (bytes.empty()) fail("not a zip archive: the buffer is empty");
   auto impl = std::make_unique<Impl>();
   impl->source = kBufferSource;
   impl->bytes = std::move(bytes);
+  impl->archive_size = impl->bytes.size();
+  impl->limits = limits;
 
   ZipError error;
   ZipSourcePtr source(
@@ -163,19 +306,20 @@ Archive Archive::from_buffer(std::string bytes) {
   return Archive(std::move(impl));
 }
 
-Archive Archive::from_file(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    fail("cannot open PT2 archive ", path, ": not found or not a regular file");
-  }
+Archive Archive::from_file(const std::string& path, const ReadLimits& limits) {
+  uint64_t size = 0;
+  const int fd = open_regular_file(path, size);
   int code = 0;
-  zip_t* zip = zip_open(path.c_str(), ZIP_RDONLY, &code);
+  zip_t* zip = zip_fdopen(fd, ZIP_RDONLY, &code);  // owns fd from here on when it succeeds
   if (zip == nullptr) {
+    ::close(fd);
     ZipError error(code);
-    fail("cannot open PT2 archive ", path, ": ", error.message());
+    fail("corrupt zip archive ", path, ": ", error.message());
   }
   auto impl = std::make_unique<Impl>();
   impl->source = path;
+  impl->archive_size = size;
+  impl->limits = limits;
   impl->zip.reset(zip);
   impl->index_entries();
   return Archive(std::move(impl));
@@ -183,12 +327,20 @@ Archive Archive::from_file(const std::string& path) {
 
 const std::string& Archive::root() const { return impl_->root; }
 const std::string& Archive::source() const { return impl_->source; }
+const ReadLimits& Archive::limits() const { return impl_->limits; }
 std::vector<std::string> Archive::entries() const { return impl_->names; }
 bool Archive::contains(const std::string& relative_name) const {
   return impl_->index_of.count(relative_name) != 0;
 }
+std::string Archive::read(const std::string& relative_name, uint64_t max_bytes, std::string_view kind) const {
+  return impl_->read(relative_name, max_bytes, kind);
+}
 std::string Archive::read(const std::string& relative_name) const {
-  return impl_->read(relative_name);
+  return impl_->read(relative_name, impl_->limits.archive_bytes, "entry");
+}
+uint64_t Archive::declared_size(const std::string& relative_name) const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->stat(relative_name).size;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -202,6 +354,11 @@ std::string entry_label(const Archive& archive, const std::string& relative_name
                                            : str_cat(archive.source(), ": ", relative_name);
 }
 
+std::string read_json(const Archive& archive, const std::string& relative_name) {
+  const ReadLimits& limits = archive.limits();
+  return archive.read(relative_name, std::min(limits.json_entry_bytes, limits.archive_bytes), "JSON entry");
+}
+
 void check_pt2_format(const Archive& archive) {
   if (!archive.contains("archive_format")) {
     if (archive.contains("serialized_exported_program.json")) {
@@ -213,7 +370,7 @@ void check_pt2_format(const Archive& archive) {
          archive.root().empty() ? std::string("<root>") : archive.root(),
          "/archive_format entry (expected the layout written by torch.export.save)");
   }
-  const std::string format = trim(archive.read("archive_format"));
+  const std::string format = trim(archive.read("archive_format", archive.limits().small_entry_bytes, "small fixed entry"));
   if (format != "pt2") {
     fail("not a PT2 archive: ", archive.source(), ": archive_format is \"", format.substr(0, 32),
          "\", expected \"pt2\"");
@@ -299,33 +456,22 @@ std::string describe_sizes(const std::vector<SymInt>& values) {
 }
 
 // Smallest storage, in bytes, that holds the strided view; nullopt when a size, stride or the
-// offset is symbolic. Throws on negative or overflowing values.
+// offset is symbolic. Throws on negative or overflowing values (common/checked.h).
 std::optional<uint64_t> required_storage_bytes(const TensorMeta& meta, size_t element_size,
                                                const std::string& who) {
-  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  std::vector<int64_t> sizes, strides;
   for (const SymInt& size : meta.sizes) {
     if (!size.is_int()) return std::nullopt;
-    if (size.as_int() == 0) return 0;  // an empty tensor needs no storage
+    sizes.push_back(size.as_int());
+  }
+  for (const SymInt& stride : meta.strides) {
+    if (!stride.is_int()) return std::nullopt;
+    strides.push_back(stride.as_int());
   }
   if (!meta.storage_offset.is_int()) return std::nullopt;
-  const int64_t offset = meta.storage_offset.as_int();
-  if (offset < 0) fail(who, ": negative storage_offset ", offset);
-  uint64_t last_index = static_cast<uint64_t>(offset);
-  for (size_t d = 0; d < meta.sizes.size(); ++d) {
-    if (!meta.strides[d].is_int()) return std::nullopt;
-    const int64_t size = meta.sizes[d].as_int();
-    const int64_t stride = meta.strides[d].as_int();
-    if (size < 0 || stride < 0) {
-      fail(who, ": negative size or stride in tensor_meta (sizes ", describe_sizes(meta.sizes),
-           ", strides ", describe_sizes(meta.strides), ")");
-    }
-    const uint64_t span = static_cast<uint64_t>(size - 1);
-    const uint64_t step = static_cast<uint64_t>(stride);
-    if (step != 0 && span > (kMax - last_index) / step) fail(who, ": tensor_meta overflows");
-    last_index += span * step;
-  }
-  if (last_index >= kMax / element_size) fail(who, ": tensor_meta overflows");
-  return (last_index + 1) * element_size;
+  element_count(sizes, who);  // the view's own size must be describable too
+  const int64_t elements = strided_storage_elements(sizes, strides, meta.storage_offset.as_int(), who);
+  return byte_count(elements, element_size, who);
 }
 
 void check_payload_size(const PayloadKind& kind, const std::string& fqn, const PayloadMeta& meta,
@@ -378,9 +524,10 @@ std::map<std::string, TensorPayload> load_payloads(const Archive& archive, const
     return {};  // the config is optional: a program without any
   }
   const std::map<std::string, PayloadMeta> config =
-      parse_payload_config(archive.read(config_name), entry_label(archive, config_name));
+      parse_payload_config(read_json(archive, config_name), entry_label(archive, config_name),
+                           archive.limits().json_values());
 
-  std::map<std::string, std::string> storages;  // path_name -> bytes; aliases share a storage
+  std::map<std::string, std::shared_ptr<const std::string>> storages;  // path_name -> bytes; aliases share a storage
   std::map<std::string, TensorPayload> payloads;
   for (const auto& [fqn, meta] : config) {
     check_readable(kind, fqn, meta);
@@ -391,9 +538,11 @@ std::map<std::string, TensorPayload> load_payloads(const Archive& archive, const
         fail(kind.what, " '", fqn, "': payload ", entry_label(archive, payload_name),
              " is missing from the archive");
       }
-      storage = storages.emplace(meta.path_name, archive.read(payload_name)).first;
+      storage = storages.emplace(meta.path_name, std::make_shared<const std::string>(archive.read(
+                                   payload_name, archive.limits().archive_bytes, str_cat(kind.what, " payload"))))
+                    .first;
     }
-    check_payload_size(kind, fqn, meta, storage->second, entry_label(archive, payload_name));
+    check_payload_size(kind, fqn, meta, *storage->second, entry_label(archive, payload_name));
     payloads.emplace(fqn, TensorPayload{fqn, meta, storage->second});
   }
   return payloads;
@@ -405,12 +554,13 @@ Package load_package(const Archive& archive, const LoadOptions& options) {
   check_pt2_format(archive);
   Package package;
   if (archive.contains("archive_version")) {
-    package.archive_version = trim(archive.read("archive_version"));
+    package.archive_version = trim(archive.read("archive_version", archive.limits().small_entry_bytes, "small fixed entry"));
   }
   package.model_name = choose_model(archive, options.model_name);
   const std::string model_entry = str_cat("models/", package.model_name, ".json");
   package.program =
-      parse_exported_program(archive.read(model_entry), entry_label(archive, model_entry));
+      parse_exported_program(read_json(archive, model_entry), entry_label(archive, model_entry),
+                             archive.limits().json_values());
   if (options.load_weights) package.weights = load_payloads(archive, kWeights, package.model_name);
   if (options.load_constants) {
     package.constants = load_payloads(archive, kConstants, package.model_name);

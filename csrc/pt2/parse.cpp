@@ -750,9 +750,56 @@ PayloadMeta parse_payload_meta(const json& j, const Path& path) {
 // Entry points: no nlohmann exception may escape.
 // ---------------------------------------------------------------------------------------------
 
-json parse_json_text(std::string_view text, std::string_view source) {
+// nlohmann's DOM builder, counting values as they arrive (see kDefaultMaxJsonValues), so that a
+// hostile document stops at the limit instead of after its whole DOM is built. (nlohmann's
+// parser_callback_t would do the counting too, but its DOM builder rescans the parent container at
+// every object end: quadratic time on an array of objects.)
+class CountingDomBuilder {
+ public:
+  struct TooManyValues {};
+  using Dom = nlohmann::detail::json_sax_dom_parser<json>;
+
+  CountingDomBuilder(json& result, size_t max_values) : dom_(result, /*allow_exceptions_=*/true), max_(max_values) {}
+
+  bool null() { return count() && dom_.null(); }
+  bool boolean(bool value) { return count() && dom_.boolean(value); }
+  bool number_integer(json::number_integer_t value) { return count() && dom_.number_integer(value); }
+  bool number_unsigned(json::number_unsigned_t value) { return count() && dom_.number_unsigned(value); }
+  bool number_float(json::number_float_t value, const json::string_t& text) {
+    return count() && dom_.number_float(value, text);
+  }
+  bool string(json::string_t& value) { return count() && dom_.string(value); }
+  bool binary(json::binary_t& value) { return count() && dom_.binary(value); }
+  bool start_object(std::size_t size) { return count() && dom_.start_object(size); }
+  bool key(json::string_t& value) { return count() && dom_.key(value); }
+  bool end_object() { return dom_.end_object(); }
+  bool start_array(std::size_t size) { return count() && dom_.start_array(size); }
+  bool end_array() { return dom_.end_array(); }
+  template <class Exception>
+  bool parse_error(std::size_t position, const std::string& token, const Exception& error) {
+    return dom_.parse_error(position, token, error);  // throws `error`
+  }
+
+ private:
+  bool count() {
+    if (++values_ > max_) throw TooManyValues{};
+    return true;
+  }
+
+  Dom dom_;
+  size_t values_ = 0;
+  const size_t max_;
+};
+
+json parse_json_text(std::string_view text, std::string_view source, size_t max_json_values) {
+  json result;
+  CountingDomBuilder builder(result, max_json_values);
   try {
-    return json::parse(text.begin(), text.end());
+    if (!json::sax_parse(text.begin(), text.end(), &builder)) fail(source, ": invalid JSON");
+    return result;
+  } catch (const CountingDomBuilder::TooManyValues&) {
+    fail(source, ": the JSON document holds more than ", max_json_values, " values (keys included); the limit follows ",
+         "LUMINAL_MAX_ARCHIVE_JSON_BYTES (one value per 32 bytes)");
   } catch (const json::exception& e) {
     fail(source, ": invalid JSON: ", e.what());
   }
@@ -769,8 +816,9 @@ auto guard_json(std::string_view source, Body body) {
 
 }  // namespace
 
-ExportedProgram parse_exported_program(std::string_view json_text, std::string_view source) {
-  const json doc = parse_json_text(json_text, source);
+ExportedProgram parse_exported_program(std::string_view json_text, std::string_view source,
+                                       size_t max_json_values) {
+  const json doc = parse_json_text(json_text, source, max_json_values);
   return guard_json(source, [&] { return parse_program(doc, Path(source)); });
 }
 
@@ -780,8 +828,9 @@ TensorMeta parse_tensor_meta(const nlohmann::json& j, const std::string& where) 
 }
 
 std::map<std::string, PayloadMeta> parse_payload_config(std::string_view json_text,
-                                                        std::string_view source) {
-  const json doc = parse_json_text(json_text, source);
+                                                        std::string_view source,
+                                                        size_t max_json_values) {
+  const json doc = parse_json_text(json_text, source, max_json_values);
   return guard_json(source, [&] {
     const Path path(source);
     return parse_map(required(doc, "config", path), path.field("config"), parse_payload_meta);

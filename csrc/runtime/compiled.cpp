@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "pt2/archive.h"
 
@@ -15,27 +16,43 @@ frontend::TranslateOptions translate_options(const CompileOptions& options) {
   return out;
 }
 
+pt2::ReadLimits read_limits(const CompileOptions& options) {
+  return pt2::ReadLimits::with_max_archive_bytes(options.max_archive_bytes);
+}
+
 }  // namespace
 
 std::vector<frontend::Refusal> refused_nodes(std::string archive_bytes, const CompileOptions& options) {
-  const pt2::Archive archive = pt2::Archive::from_buffer(std::move(archive_bytes));
+  const pt2::Archive archive = pt2::Archive::from_buffer(std::move(archive_bytes), read_limits(options));
   return frontend::find_refusals(pt2::load_package(archive), translate_options(options));
 }
 
 std::shared_ptr<CompiledGraph> CompiledGraph::from_archive_bytes(std::string bytes, const CompileOptions& options) {
-  const pt2::Archive archive = pt2::Archive::from_buffer(std::move(bytes));
+  const pt2::Archive archive = pt2::Archive::from_buffer(std::move(bytes), read_limits(options));
   const pt2::Package package = pt2::load_package(archive);
   return std::shared_ptr<CompiledGraph>(new CompiledGraph(frontend::translate(package, translate_options(options)), options));
 }
 
 std::shared_ptr<CompiledGraph> CompiledGraph::from_archive_file(const std::string& path, const CompileOptions& options) {
-  const pt2::Archive archive = pt2::Archive::from_file(path);
+  const pt2::Archive archive = pt2::Archive::from_file(path, read_limits(options));
   const pt2::Package package = pt2::load_package(archive);
   return std::shared_ptr<CompiledGraph>(new CompiledGraph(frontend::translate(package, translate_options(options)), options));
 }
 
 CompiledGraph::CompiledGraph(ir::Graph translated, const CompileOptions& options)
     : translated_text_(translated.to_string()) {
+  for (const ir::Node& node : translated.nodes()) {
+    std::vector<int64_t> sizes;
+    for (const ir::Expr& dim : node.shape) {
+      if (dim->op == ir::ExprOp::Const) sizes.push_back(dim->int_value);
+    }
+    if (sizes.size() != node.shape.size()) continue;  // symbolic: checked when evaluated
+    const size_t bytes = tensor_bytes(sizes, node.dtype, node.origin);
+    if (bytes > largest_static_tensor_bytes_) {
+      largest_static_tensor_bytes_ = bytes;
+      largest_static_tensor_ = str_cat("node '", node.origin, "' (", dtype_name(node.dtype), int_list(sizes), ")");
+    }
+  }
   passes::RowPlan row = passes::plan_row_kernel(translated);
   megakernel_reason_ = row.reason;
   if (row.accepted && options.megakernel) {
@@ -123,7 +140,10 @@ SymbolValues CompiledGraph::bind(const std::vector<TensorView>& inputs) const {
 std::vector<int64_t> CompiledGraph::output_shape(size_t k, const SymbolValues& symbols) const {
   const ir::GraphOutput& out = graph_->outputs.at(k);
   LUMINAL_CHECK(out.kind == ir::GraphOutput::Kind::Tensor, "output ", k, " is not a tensor");
-  return evaluate(graph_->node(out.node).shape, symbols);
+  const ir::Node& node = graph_->node(out.node);
+  std::vector<int64_t> shape = evaluate(node.shape, symbols);
+  tensor_bytes(shape, node.dtype, str_cat("output #", k, " '", out.name, "'"));  // the caller allocates it
+  return shape;
 }
 
 int64_t CompiledGraph::int_output(size_t k, const SymbolValues& symbols) const {
@@ -142,6 +162,11 @@ void CompiledGraph::run(const std::vector<TensorView>& inputs, const std::vector
                   "; the compiled graph reads it");
   }
   if (!on_cuda) {
+    // Graph::add let through tensors up to max_tensor_bytes() for the sake of accelerators; on the
+    // CPU, what exceeds this machine's memory is what eager could not allocate either.
+    LUMINAL_CHECK(static_cast<int64_t>(largest_static_tensor_bytes_) <= physical_memory_bytes(), largest_static_tensor_,
+                  " needs ", largest_static_tensor_bytes_, " bytes, more than this machine's memory (",
+                  physical_memory_bytes(), " bytes)");
     cpu_scatter_copy_bytes_ = cpu_->run(inputs, outputs, symbols);
     return;
   }

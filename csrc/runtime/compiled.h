@@ -5,6 +5,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,9 @@ struct CompileOptions {
   // Tests: the CPU engine executes the megakernel's IR graph instead of the general one, so that
   // the row pipeline's transformations are checked against eager without a GPU.
   bool cpu_runs_row_graph = false;
+  // The most bytes read from the archive (pt2::ReadLimits::archive_bytes); unset: the default or
+  // LUMINAL_MAX_ARCHIVE_BYTES.
+  std::optional<uint64_t> max_archive_bytes;
 };
 
 // What a CUDA call needs besides the tensors (stream, device, TF32, allocator); opaque when the
@@ -105,6 +109,10 @@ class CompiledGraph {
   CompiledGraph(ir::Graph translated, const CompileOptions& options);
 
   std::string translated_text_;
+  // The largest tensor of the translated graph whose size is known (before fusion: what eager
+  // would allocate), for the CPU engine's check against this machine's memory.
+  size_t largest_static_tensor_bytes_ = 0;
+  std::string largest_static_tensor_;
   std::shared_ptr<const ir::Graph> graph_;
   std::shared_ptr<const ir::Graph> row_graph_;  // the accepted row plan's graph, if any
   ir::Expr rows_;

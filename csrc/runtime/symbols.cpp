@@ -1,5 +1,9 @@
 #include "runtime/symbols.h"
 
+#include <limits>
+#include <string_view>
+
+#include "common/checked.h"
 #include "common/error.h"
 
 namespace luminal::runtime {
@@ -9,8 +13,12 @@ using ir::ExprOp;
 
 namespace {
 
+constexpr std::string_view kShapeExpression = "shape expression";
+
 int64_t floordiv(int64_t a, int64_t b) {
   LUMINAL_CHECK(b != 0, "division by zero in a shape expression");
+  LUMINAL_CHECK(!(a == std::numeric_limits<int64_t>::min() && b == -1), "integer overflow in a shape expression: ", a,
+                " // -1");
   const int64_t q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
@@ -27,13 +35,18 @@ int64_t evaluate(const Expr& e, const SymbolValues& symbols) {
       LUMINAL_CHECK(it != symbols.end(), "shape symbol '", e->symbol, "' has no value (it is not the size of any input dimension)");
       return it->second;
     }
-    case ExprOp::Add: return evaluate(e->args[0], symbols) + evaluate(e->args[1], symbols);
-    case ExprOp::Sub: return evaluate(e->args[0], symbols) - evaluate(e->args[1], symbols);
-    case ExprOp::Mul: return evaluate(e->args[0], symbols) * evaluate(e->args[1], symbols);
+    // Symbol values come from call-time sizes (and integer arguments): products of them can
+    // overflow, and a wrapped size would become a too-small allocation.
+    case ExprOp::Add: return checked_add(evaluate(e->args[0], symbols), evaluate(e->args[1], symbols), kShapeExpression);
+    case ExprOp::Sub: return checked_sub(evaluate(e->args[0], symbols), evaluate(e->args[1], symbols), kShapeExpression);
+    case ExprOp::Mul: return checked_mul(evaluate(e->args[0], symbols), evaluate(e->args[1], symbols), kShapeExpression);
     case ExprOp::FloorDiv: return floordiv(evaluate(e->args[0], symbols), evaluate(e->args[1], symbols));
     case ExprOp::Mod: {
       const int64_t a = evaluate(e->args[0], symbols), b = evaluate(e->args[1], symbols);
-      return a - floordiv(a, b) * b;
+      LUMINAL_CHECK(b != 0, "modulo by zero in a shape expression");
+      if (b == -1) return 0;  // INT64_MIN % -1 overflows in C++; the remainder is 0
+      const int64_t r = a % b;  // Python's sign convention: the remainder takes the divisor's sign
+      return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
     }
     case ExprOp::Max: return std::max(evaluate(e->args[0], symbols), evaluate(e->args[1], symbols));
     case ExprOp::Min: return std::min(evaluate(e->args[0], symbols), evaluate(e->args[1], symbols));

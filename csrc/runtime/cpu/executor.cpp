@@ -8,6 +8,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "common/checked.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/half.h"
@@ -33,11 +34,9 @@ struct Executor::Buffer {
 
 namespace {
 
-int64_t product(const std::vector<int64_t>& sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
-}
+// Element counts of evaluated shapes; the sizes of every node that owns memory were already
+// checked where it was allocated (prepare_destination), so this only guards what is derived.
+int64_t product(const std::vector<int64_t>& sizes) { return element_count(sizes, "evaluated shape"); }
 
 // Multi-dimensional counter over a shape, advanced one element at a time.
 class IndexCounter {
@@ -338,7 +337,7 @@ class Executor::Run {
   void bind_constant(const Node& node) {
     const ir::ConstantData& c = *node.constant;
     Buffer& b = buffers_[node.id];
-    b.data = c.bytes.data() + c.storage_offset * static_cast<int64_t>(dtype_size(c.dtype));
+    b.data = c.bytes->data() + c.storage_offset * static_cast<int64_t>(dtype_size(c.dtype));
     b.dtype = c.dtype;
     b.sizes = c.sizes;
     b.strides = c.strides;
@@ -348,6 +347,7 @@ class Executor::Run {
     Buffer& b = buffers_[node.id];
     b.dtype = node.dtype;
     b.sizes = evaluate(node.shape, symbols_);
+    const size_t bytes = tensor_bytes(b.sizes, node.dtype, node.origin);
     b.strides = contiguous_strides(b.sizes);
     if (node.kind == NodeKind::Scatter && plan.output < 0 && take_over_base(node, b)) return;
     if (plan.output >= 0) {
@@ -359,7 +359,6 @@ class Executor::Run {
       b.data = out.data;
       return;
     }
-    const size_t bytes = static_cast<size_t>(product(b.sizes)) * dtype_size(node.dtype);
     b.owned.reset(new uint8_t[std::max<size_t>(bytes, 1)]);
     if (poison_enabled()) std::memset(b.owned.get(), 0xFF, bytes);  // NaN for floats, -1 for integers
     b.data = b.owned.get();
@@ -421,7 +420,7 @@ class Executor::Run {
       copied_bytes_ += static_cast<size_t>(product(out.sizes)) * dtype_size(node.dtype);
     }
     const std::vector<int64_t> domain = evaluate(node.scatter_domain, symbols_);
-    const int64_t count = product(domain);
+    const int64_t count = element_count(domain, node.origin);
     if (count == 0) return;
     const Program& program = *plan.body;
     const std::vector<Operand> operands = operands_of(node);
@@ -561,7 +560,8 @@ class Executor::Run {
     const std::vector<Operand> operands = operands_of(node);
     std::vector<int64_t> static_extents;
     if (!plan.extents) static_extents = evaluate(node.reduce_extents, symbols_);
-    const int64_t static_total = plan.extents ? 0 : product(static_extents);
+    const int64_t static_total = plan.extents ? 0 : element_count(static_extents, node.origin);
+    checked_mul(outputs, static_total, node.origin);  // the reduction's iteration space
     if (!plan.extents && outputs < kLanes && static_total > outputs) {
       reduce_along_lanes(node, program, operands, static_extents);
     } else {

@@ -1,6 +1,7 @@
 #include "runtime/cuda/executor.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <cstdio>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <sstream>
 
 #include "common/cache_files.h"
+#include "common/checked.h"
 #include "common/env.h"
 #include "common/error.h"
 #include "common/notices.h"
@@ -35,11 +37,8 @@ constexpr size_t kMaxInstances = 16;
 
 size_t align_up(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
 
-int64_t product(const std::vector<int64_t>& sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
-}
+// Element counts of evaluated shapes; every node's was checked when its shape was evaluated (plan).
+int64_t product(const std::vector<int64_t>& sizes) { return element_count(sizes, "evaluated shape"); }
 
 // The launch configuration of one generated kernel, as a CUDA graph kernel node (also what a
 // direct launch needs). `args` must outlive the use of the result.
@@ -425,6 +424,7 @@ namespace {
 class ArenaPlanner {
  public:
   size_t place(size_t bytes, int begin, int end) {
+    // Byte counts are at most 2**63 each (tensor_bytes), but their sum may not fit: checked.
     bytes = align_up(std::max<size_t>(bytes, 1));
     // First fit among the regions free during [begin, end].
     std::vector<std::pair<size_t, size_t>> busy;
@@ -434,11 +434,12 @@ class ArenaPlanner {
     std::sort(busy.begin(), busy.end());
     size_t offset = 0;
     for (const auto& [lo, hi] : busy) {
-      if (offset + bytes <= lo) break;
+      if (offset <= lo && lo - offset >= bytes) break;  // (offset + bytes could wrap)
       offset = std::max(offset, hi);
     }
+    const size_t end_offset = checked_add(offset, bytes, "the CUDA arena of intermediates");
     blocks_.push_back(Block{offset, bytes, begin, end});
-    total_ = std::max(total_, offset + bytes);
+    total_ = std::max(total_, end_offset);
     return offset;
   }
   size_t total() const { return total_; }
@@ -496,6 +497,7 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
   std::vector<int> last_use(g.size(), -1);
   for (const Node& node : g.nodes()) {
     in.buffers[node.id].sizes = evaluate(node.shape, symbols);
+    tensor_bytes(in.buffers[node.id].sizes, node.dtype, node.origin);  // before any size or byte arithmetic
     if (node.kind == NodeKind::Input) placement[node.id] = Placement::Input;
     if (node.kind == NodeKind::Constant) placement[node.id] = Placement::Constant;
     if (node.is_compute() && step_of[node.id] < 0) placement[node.id] = rows_ ? Placement::Register : Placement::VirtualView;
@@ -531,7 +533,7 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
   for (const Step& step : steps_) {
     const Node& node = g.node(step.node);
     if (placement[node.id] != Placement::Arena || memory_of[node.id] != node.id) continue;
-    const size_t bytes = static_cast<size_t>(product(in.buffers[node.id].sizes)) * dtype_size(node.dtype);
+    const size_t bytes = tensor_bytes(in.buffers[node.id].sizes, node.dtype, node.origin);
     offset[node.id] = arena.place(bytes, step_of[node.id], std::max(last_use[node.id], step_of[node.id]));
   }
 
@@ -618,7 +620,7 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
                                         .workspace_bytes());
   }
   const size_t workspace_offset = arena.total();
-  const size_t arena_bytes = workspace_offset + align_up(workspace);
+  const size_t arena_bytes = checked_add(workspace_offset, align_up(workspace), "the CUDA arena");
   in.arena = context.allocator->allocate(std::max<size_t>(arena_bytes, kAlignment), context.device);
   const CUdeviceptr arena_base = reinterpret_cast<CUdeviceptr>(in.arena.get());
   for (const Node& node : g.nodes()) {
@@ -916,15 +918,20 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
     LUMINAL_CU(api.cuModuleGetFunction(&state->export_errors, state->module, "lm_export_errors"));
     LUMINAL_CU(api.cuStreamCreate(&state->capture_stream, CU_STREAM_NON_BLOCKING));
     // Constants are uploaded once (synchronously, at first use).
+    // Views of one storage (aliased weights) share one upload.
     state->constants.resize(graph_->size());
+    std::map<const std::string*, std::shared_ptr<void>> uploaded;
     for (const Node& node : graph_->nodes()) {
       if (node.kind != NodeKind::Constant) continue;
-      const std::string& bytes = node.constant->bytes;
-      state->constants[node.id] = context.allocator->allocate(std::max<size_t>(bytes.size(), 1), context.device);
-      if (!bytes.empty()) {
-        LUMINAL_CU(api.cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(state->constants[node.id].get()), bytes.data(),
-                                    bytes.size()));
+      const std::string& bytes = *node.constant->bytes;
+      std::shared_ptr<void>& memory = uploaded[&bytes];
+      if (!memory) {
+        memory = context.allocator->allocate(std::max<size_t>(bytes.size(), 1), context.device);
+        if (!bytes.empty()) {
+          LUMINAL_CU(api.cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(memory.get()), bytes.data(), bytes.size()));
+        }
       }
+      state->constants[node.id] = memory;
     }
     device_ = std::move(state);
   }
