@@ -10,7 +10,8 @@ constants with a buffer and an in-place update of an input, integer index inputs
 gather), and a reduction with softmax. Every archive is also written in a "slim" form whose node
 metadata (stack traces, module stacks) is dropped: the reader ignores it, and smaller inputs let
 the fuzzer's mutations land on the structure more often; the linear layer is also written deflated
-(torch stores entries uncompressed). Archives stay below 20 KB (checked).
+(torch stores entries uncompressed). Hand-written hostile variants (deep sympy and JSON nesting,
+overflowing sizes, invalid UTF-8) go to fuzz/regressions/crafted_*.pt2. Archives stay below 20 KB (checked).
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ from __future__ import annotations
 import io
 import json
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.export import Dim
 
 HERE = Path(__file__).resolve().parent / "corpus"
+REGRESSIONS = Path(__file__).resolve().parent / "regressions"
 MAX_BYTES = 20_000
 
 
@@ -103,12 +107,88 @@ def slim(archive: bytes, compression: int = zipfile.ZIP_STORED) -> bytes:
     return out.getvalue()
 
 
+def rewrite_entry(archive: bytes, suffix: str, edit: Callable[[bytes], bytes]) -> bytes:
+    """The archive with the entry whose name ends with `suffix` replaced by edit(its bytes)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(archive)) as source, zipfile.ZipFile(out, "w") as target:
+        for info in source.infolist():
+            data = source.read(info)
+            target.writestr(info.filename, edit(data) if info.filename.endswith(suffix) else data)
+    return out.getvalue()
+
+
+def edit_json(edit: Callable[[dict[str, Any]], None]) -> Callable[[bytes], bytes]:
+    def apply(data: bytes) -> bytes:
+        document = json.loads(data)
+        edit(document)
+        return json.dumps(document, separators=(",", ":")).encode()
+
+    return apply
+
+
+def graph_of(program: dict[str, Any]) -> dict[str, Any]:
+    return program["graph_module"]["graph"]
+
+
+def nest_first_size(depth: int) -> Callable[[dict[str, Any]], None]:
+    """Wraps the first symbolic size of every tensor in `depth` Add(0, ...) calls."""
+
+    def edit(program: dict[str, Any]) -> None:
+        for meta in graph_of(program)["tensor_values"].values():
+            size = meta["sizes"][0]
+            if "as_expr" in size:
+                size["as_expr"]["expr_str"] = "Add(Integer(0), " * depth + size["as_expr"]["expr_str"] + ")" * depth
+
+    return edit
+
+
+def deep_metadata(data: bytes) -> bytes:
+    """50,000 nested arrays in the first node's metadata (written as text: json.dumps recurses)."""
+    depth = 50_000
+    return data.replace(b'"metadata":{}', b'"metadata":{"deep":' + b"[" * depth + b"]" * depth + b"}", 1)
+
+
+def huge_sizes(program: dict[str, Any]) -> None:
+    meta = graph_of(program)["tensor_values"]["x"]
+    meta["sizes"][1] = {"as_int": 2**62}
+    meta["strides"][0] = {"as_int": 2**63 - 1}
+
+
+def overflowing_weight(config: dict[str, Any]) -> None:
+    for entry in config["config"].values():
+        entry["tensor_meta"]["sizes"] = [{"as_int": 2**62}, {"as_int": 2**62}]
+        entry["tensor_meta"]["strides"] = [{"as_int": 2**62}, {"as_int": 1}]
+
+
+def invalid_utf8(data: bytes) -> bytes:
+    """Every "relu" name spelled with bytes that are not UTF-8."""
+    return data.replace(b'"relu"', b'"rel\xc3\xff"')
+
+
+def hostile(slim_archives: dict[str, bytes]) -> dict[str, bytes]:
+    """Hand-written hostile archives, kept with the fuzzers' regression inputs: each must be
+    accepted or rejected with a luminal::Error, never crash, hang or allocate what it declares."""
+    dynamic, linear = slim_archives["dynamic"], slim_archives["linear"]
+    model, weights = "models/model.json", "_weights_config.json"
+    return {
+        # 400 levels parse (the limit is 512) and reach translation; 600 are refused.
+        "crafted_sympy_nesting_400.pt2": rewrite_entry(dynamic, model, edit_json(nest_first_size(400))),
+        "crafted_sympy_nesting_600.pt2": rewrite_entry(dynamic, model, edit_json(nest_first_size(600))),
+        "crafted_json_nesting.pt2": rewrite_entry(dynamic, model, deep_metadata),
+        "crafted_huge_sizes.pt2": rewrite_entry(dynamic, model, edit_json(huge_sizes)),
+        "crafted_weight_overflow.pt2": rewrite_entry(linear, weights, edit_json(overflowing_weight)),
+        "crafted_invalid_utf8.pt2": rewrite_entry(dynamic, model, invalid_utf8),
+    }
+
+
 def main() -> None:
     torch.manual_seed(0)
     HERE.mkdir(exist_ok=True)
+    slim_archives = {}
     for name, program in programs().items():
         archive = saved_bytes(program)
-        variants = [("", archive), ("_slim", slim(archive))]
+        slim_archives[name] = slim(archive)
+        variants = [("", archive), ("_slim", slim_archives[name])]
         if name == "linear":  # one deflated archive, so that mutations reach the inflate path
             variants.append(("_deflated", slim(archive, zipfile.ZIP_DEFLATED)))
         for suffix, data in variants:
@@ -116,6 +196,9 @@ def main() -> None:
             path.write_bytes(data)
             assert len(data) < MAX_BYTES, f"{path.name} is {len(data)} bytes; seeds stay < {MAX_BYTES}"
             print(f"{path.name}: {len(data)} bytes")
+    for file_name, data in hostile(slim_archives).items():
+        (REGRESSIONS / file_name).write_bytes(data)
+        print(f"regressions/{file_name}: {len(data)} bytes")
 
 
 if __name__ == "__main__":
