@@ -32,6 +32,17 @@ void parse_expressions(const pt2::Graph& graph) {
   for (const auto& [name, value] : graph.sym_int_values) parse_expression(value);
 }
 
+// What luminal.load and the torch.compile backend do: compile; when a node is refused, the backend
+// asks the translator for every refused node in one pass (runtime::refused_nodes) to run those in
+// eager, so that path reads the same hostile bytes.
+void compile(std::string bytes) {
+  try {
+    (void)runtime::CompiledGraph::from_archive_bytes(bytes);
+  } catch (const UnsupportedNode&) {
+    (void)runtime::refused_nodes(std::move(bytes));
+  }
+}
+
 void parse(std::string bytes) {
   const pt2::Archive archive = pt2::Archive::from_buffer(std::move(bytes));
   const pt2::Package package = pt2::load_package(archive);
@@ -43,12 +54,8 @@ void parse(std::string bytes) {
 void run_pt2_input(const uint8_t* data, size_t size, Depth depth) {
   std::string bytes(reinterpret_cast<const char*>(data), size);
   try {
-    if (depth == Depth::Parse) {
-      parse(std::move(bytes));
-    } else {
-      // Default options: the CPU engine only, no CUDA code generation.
-      (void)runtime::CompiledGraph::from_archive_bytes(std::move(bytes));
-    }
+    // Default compile options: the CPU engine only, no CUDA code generation.
+    depth == Depth::Parse ? parse(std::move(bytes)) : compile(std::move(bytes));
   } catch (const Error&) {
     // Rejected with a message: the expected outcome for most mutated inputs.
   }

@@ -14,7 +14,8 @@ enum class Depth {
   // JSON, weights, constants) and parse every symbolic size expression it declares.
   Parse,
   // Parse, then translate to the IR, run the passes and plan the CPU executor, as
-  // luminal.load does: nothing is executed and no declared tensor size is ever allocated.
+  // luminal.load does (and, when a node is refused, list every refused node as the torch.compile
+  // backend does): nothing is executed and no declared tensor size is ever allocated.
   Compile,
 };
 
