@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -750,7 +751,44 @@ PayloadMeta parse_payload_meta(const json& j, const Path& path) {
 // Entry points: no nlohmann exception may escape.
 // ---------------------------------------------------------------------------------------------
 
+// A parsed JSON value costs 16 bytes in its parent and a container another 32 to 64 on the heap,
+// while its text may be 2 or 3 bytes ("[],"): 60 MiB of such text would take well over 1 GB once
+// parsed. torch.export writes about 30 bytes per value, so even a 64 MiB program (the largest JSON
+// entry the archive reader takes) has about 2M values; twice that bounds the document to a few
+// hundred MB.
+constexpr size_t kMaxJsonValues = size_t{4} << 20;
+
+// An upper bound of the number of values in a JSON text, found without parsing it: every value
+// but the root is the first element or member of a container, or follows a ',' in one (an empty
+// container counts once more, for the allocation it still costs). Separators inside strings do
+// not count.
+size_t count_json_values(std::string_view text) {
+  size_t values = 1;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character cannot end the string
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == ',' || c == '[' || c == '{') {
+      ++values;
+    }
+  }
+  return values;
+}
+
 json parse_json_text(std::string_view text, std::string_view source) {
+  const size_t values = count_json_values(text);
+  if (values > kMaxJsonValues) {
+    fail(source, ": the JSON document holds about ", values, " values (", text.size(),
+         " bytes), more than the ", kMaxJsonValues,
+         " this reader parses (a limit on the memory a document may take once parsed)");
+  }
   try {
     return json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {
