@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "pt2/parse.h"
+#include "pt2/sympy.h"
 
 namespace luminal::pt2 {
 namespace {
@@ -52,6 +53,27 @@ TEST(JsonLimits, SeparatorsInsideStringsDoNotCount) {
 TEST(JsonLimits, DocumentsBelowTheLimitParse) {
   const std::string text = R"({"config": {}, "padding": [)" + repeat("1,", 100000) + "1]}";
   EXPECT_EQ(error_of_payload_config(text), "");
+}
+
+// A long argument list would take some 35 times its text once parsed: long expressions are refused
+// by length, and the longest accepted one still parses.
+TEST(SympyLimits, LongExpressionsAreRefusedByLength) {
+  const std::string symbol = "Symbol('s0', positive=True, integer=True)";
+  const std::string too_long = "Add(" + repeat("0,", 40000) + symbol + ")";
+  try {
+    parse_sympy(too_long);
+    ADD_FAILURE() << "a " << too_long.size() << "-byte expression was parsed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is 80046 bytes long, more than the 65536 this parser reads"),
+              std::string::npos)
+        << e.what();
+  }
+  std::string longest = "Add(" + repeat("0,", 32000) + symbol;
+  longest += std::string(65536 - longest.size() - 1, ' ') + ")";
+  ASSERT_EQ(longest.size(), 65536u);
+  const SympyExpr parsed = parse_sympy(longest);
+  EXPECT_EQ(parsed.args.size(), 32001u);
+  EXPECT_EQ(parsed.args.back(), SympyExpr::symbol("s0"));
 }
 
 }  // namespace
