@@ -32,7 +32,7 @@ FUZZ_DIR := build/fuzz
 FUZZ_TARGETS := pt2_fuzzer pt2_compile_fuzzer
 FUZZ_SECONDS ?= 30
 # libFuzzer: 1 GiB RSS (and, by default, the same limit on one allocation), 10 s per input.
-FUZZ_FLAGS := -rss_limit_mb=1024 -timeout=10 -max_len=131072 -dict=fuzz/pt2.dict -print_final_stats=1
+FUZZ_FLAGS := -rss_limit_mb=1024 -timeout=10 -max_len=65536 -dict=fuzz/pt2.dict -print_final_stats=1
 CCACHE := $(if $(shell command -v ccache 2>/dev/null),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 .PHONY: all deps build test test-cpp test-py test-sanitize fuzz fuzz-build fuzz-smoke demo lint wheel clean
@@ -91,13 +91,14 @@ fuzz-build: $(APT_STAMP)
 	cmake --build $(FUZZ_DIR) -j2 --target $(FUZZ_TARGETS)
 
 # New inputs go to build/fuzz/corpus-<target> (the seeds in fuzz/corpus stay as committed); a
-# finding is written to build/fuzz/artifacts/ and fails the target. Add it to fuzz/regressions/.
+# finding is written to build/fuzz/artifacts/ and fails the target. Add it to fuzz/regressions/
+# once fixed: ctest runs those (they are no seeds here: some take seconds each under ASan).
 fuzz: fuzz-build
 	@mkdir -p $(FUZZ_DIR)/artifacts
 	@for target in $(FUZZ_TARGETS); do \
 	  mkdir -p $(FUZZ_DIR)/corpus-$$target; \
 	  echo "fuzzing $$target for $(FUZZ_SECONDS) s"; \
-	  $(FUZZ_DIR)/$$target $(FUZZ_DIR)/corpus-$$target fuzz/corpus fuzz/regressions $(FUZZ_FLAGS) \
+	  $(FUZZ_DIR)/$$target $(FUZZ_DIR)/corpus-$$target fuzz/corpus $(FUZZ_FLAGS) \
 	    -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=$(FUZZ_DIR)/artifacts/ || exit 1; \
 	done
 
