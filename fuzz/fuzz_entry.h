@@ -17,11 +17,21 @@ enum class Depth {
   // luminal.load does (and, when a node is refused, list every refused node as the torch.compile
   // backend does): nothing is executed and no declared tensor size is ever allocated.
   Compile,
+  // Compile, then run on the CPU with made-up inputs of the graph's static input sizes (up to
+  // 1 MiB each; graphs with symbolic or larger inputs are only compiled). Finds what a
+  // self-consistent archive does at call time: intermediates sized from declared shapes, kernels.
+  Run,
+};
+
+enum class Outcome {
+  Rejected,  // a luminal::Error: the expected outcome for most hostile bytes
+  Accepted,  // read (and compiled) without error
+  Ran,       // Depth::Run only: compiled and ran on the CPU
 };
 
 // Feeds `size` bytes to the archive reader. Returns normally when the input is accepted or
-// rejected with a luminal::Error (an expected outcome for hostile bytes). Any other exception
-// escapes, and a crash, hang, leak or sanitizer report is a finding.
-void run_pt2_input(const uint8_t* data, size_t size, Depth depth);
+// rejected with a luminal::Error. Any other exception escapes, and a crash, hang, leak or
+// sanitizer report is a finding.
+Outcome run_pt2_input(const uint8_t* data, size_t size, Depth depth);
 
 }  // namespace luminal::fuzz

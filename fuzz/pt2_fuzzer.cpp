@@ -2,6 +2,6 @@
 #include "fuzz_entry.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  luminal::fuzz::run_pt2_input(data, size, luminal::fuzz::Depth::Parse);
+  (void)luminal::fuzz::run_pt2_input(data, size, luminal::fuzz::Depth::Parse);
   return 0;
 }
