@@ -29,7 +29,7 @@ SOURCES := $(shell find csrc -name '*.cpp' -o -name '*.h' -o -name '*.inc' 2>/de
 
 SANITIZE_DIR := build/sanitize
 FUZZ_DIR := build/fuzz
-FUZZ_TARGETS := pt2_fuzzer pt2_compile_fuzzer
+FUZZ_TARGETS := pt2_fuzzer pt2_compile_fuzzer pt2_run_fuzzer
 FUZZ_SECONDS ?= 30
 # libFuzzer: 1 GiB RSS (and, by default, the same limit on one allocation), 10 s per input.
 FUZZ_FLAGS := -rss_limit_mb=1024 -timeout=10 -max_len=65536 -dict=fuzz/pt2.dict -print_final_stats=1
@@ -102,10 +102,10 @@ fuzz: fuzz-build
 	    -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=$(FUZZ_DIR)/artifacts/ || exit 1; \
 	done
 
-# Part of `make test`: 15 s per target when clang is there (checked after the packages install).
+# Part of `make test`: 10 s per target when clang is there (checked after the packages install).
 fuzz-smoke: $(APT_STAMP)
 	@if command -v clang++ >/dev/null 2>&1; then \
-	  $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=15; \
+	  $(MAKE) --no-print-directory fuzz FUZZ_SECONDS=10; \
 	else \
 	  echo "fuzz smoke skipped: clang++ not found (make deps installs it)"; \
 	fi
