@@ -32,7 +32,7 @@ FUZZ_DIR := build/fuzz
 FUZZ_TARGETS := pt2_fuzzer pt2_compile_fuzzer pt2_run_fuzzer
 FUZZ_SECONDS ?= 30
 # libFuzzer: 1 GiB RSS (and, by default, the same limit on one allocation), 10 s per input.
-FUZZ_FLAGS := -rss_limit_mb=1024 -timeout=10 -max_len=65536 -dict=fuzz/pt2.dict -print_final_stats=1
+FUZZ_FLAGS := -rss_limit_mb=1024 -timeout=10 -max_len=65536 -dict=fuzz/pt2.dict -print_final_stats=1 -print_funcs=0
 CCACHE := $(if $(shell command -v ccache 2>/dev/null),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 .PHONY: all deps build test test-cpp test-py test-sanitize fuzz fuzz-build fuzz-smoke demo lint wheel clean
