@@ -1,7 +1,6 @@
 #include "fuzz_entry.h"
 
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -9,10 +8,10 @@
 #include <vector>
 
 #include "common/error.h"
+#include "ir/expr.h"
 #include "pt2/archive.h"
 #include "pt2/schema.h"
 #include "pt2/sympy.h"
-#include "ir/expr.h"
 #include "runtime/compiled.h"
 #include "runtime/tensor.h"
 
