@@ -258,7 +258,17 @@ class Parser {
 
 }  // namespace
 
-SympyExpr parse_sympy(const std::string& text) { return Parser(text).parse_all(); }
+// Untrusted input: a parsed node takes some 70 bytes for as little as 2 of text ("0,"), so a 50 MiB
+// expression would take gigabytes. The sizes torch.export writes are a few hundred bytes at most.
+constexpr size_t kMaxExpressionBytes = 64 * 1024;
+
+SympyExpr parse_sympy(const std::string& text) {
+  if (text.size() > kMaxExpressionBytes) {
+    fail("sympy expression \"", text.substr(0, 32), "...\" is ", text.size(), " bytes long, more than the ",
+         kMaxExpressionBytes, " this parser reads");
+  }
+  return Parser(text).parse_all();
+}
 
 std::string to_string(const SympyExpr& e) {
   switch (e.kind) {
