@@ -211,6 +211,7 @@ void inline_pointwise(Graph& graph, const OptimizeOptions& options) {
     for (size_t slot = 0; slot < consumer.inputs.size(); ++slot) {
       const Node& producer = graph.node(consumer.inputs[slot]);
       if (producer.kind != NodeKind::Pointwise || producer.contraction != ir::Contraction::None) continue;
+      if (arithmetic_op_count(producer.body) > options.max_fused_ops) continue;
       const bool single_use = uses[producer.id] == 1;
       const bool cheap = is_cheap(producer, options.max_recompute_ops);
       if (!cheap && (!single_use || recompute_factor(consumer, slot) > options.max_recompute_factor)) continue;

@@ -26,6 +26,10 @@ struct OptimizeOptions {
   // A single-use producer is inlined only if each of its elements is recomputed at most this many
   // times (its load does not index some consumer axes: a broadcast).
   int64_t max_recompute_factor = 4;
+  // A producer whose body already holds this many arithmetic operations stays a kernel of its own:
+  // fusing a chain of n elementwise ops into one body re-simplifies it n times (quadratic compile
+  // time and memory for long chains, which a hostile archive can declare).
+  int max_fused_ops = 256;
 };
 
 // The standard pipeline: inlining, dead-code elimination, output materialization, verification.
