@@ -26,6 +26,7 @@ using codegen::Kernel;
 using codegen::KernelParam;
 using codegen::ParamKind;
 using ir::Expr;
+using ir::ExprOp;
 using ir::Node;
 using ir::NodeId;
 using ir::NodeKind;
@@ -478,6 +479,36 @@ cuda::MatrixOperand matrix_of(const Buffer& b, size_t rank) {
 
 }  // namespace
 
+namespace {
+
+// An extent the host can evaluate: sizes and symbols only (no loop variables or loads).
+bool is_size_expression(const Expr& e) {
+  bool size_only = true;
+  ir::visit(e, [&](const Expr& v) {
+    if (v->op == ExprOp::LoopVar || v->op == ExprOp::ReduceVar || v->op == ExprOp::Load || v->op == ExprOp::Fold) {
+      size_only = false;
+    }
+  });
+  return size_only;
+}
+
+// The kernels compute their loop bounds on the device, where int64 products wrap silently: the
+// host checks each node's iteration space (elements x reduction extents x inlined folds) first.
+// Expanded inputs cost no memory, so only this catches an [n, n] product of huge n fused into a
+// reduction (it returned a wrapped, wrong sum).
+void check_iteration_space(const Node& node, const std::vector<int64_t>& sizes, const SymbolValues& symbols) {
+  std::vector<int64_t> space = sizes;
+  for (const Expr& extent : node.reduce_extents) space.push_back(evaluate(extent, symbols));
+  if (node.body) {
+    ir::visit(node.body, [&](const Expr& e) {
+      if (e->op == ExprOp::Fold && is_size_expression(e->args[0])) space.push_back(evaluate(e->args[0], symbols));
+    });
+  }
+  element_count(space, str_cat("the iterations of ", node.origin));
+}
+
+}  // namespace
+
 std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues& symbols, const CallContext& context,
                                                              const std::vector<TensorView>& inputs) {
   const ir::Graph& g = *graph_;
@@ -498,6 +529,7 @@ std::unique_ptr<Executor::Instance> Executor::build_instance(const SymbolValues&
   for (const Node& node : g.nodes()) {
     in.buffers[node.id].sizes = evaluate(node.shape, symbols);
     tensor_bytes(in.buffers[node.id].sizes, node.dtype, node.origin);  // before any size or byte arithmetic
+    check_iteration_space(node, in.buffers[node.id].sizes, symbols);
     if (node.kind == NodeKind::Input) placement[node.id] = Placement::Input;
     if (node.kind == NodeKind::Constant) placement[node.id] = Placement::Constant;
     if (node.is_compute() && step_of[node.id] < 0) placement[node.id] = rows_ ? Placement::Register : Placement::VirtualView;
