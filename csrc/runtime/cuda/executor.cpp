@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <unordered_map>
 
 #include "common/cache_files.h"
 #include "common/checked.h"
@@ -492,17 +493,31 @@ bool is_size_expression(const Expr& e) {
   return size_only;
 }
 
+// The iterations of an element's folds: nested folds multiply, siblings (the pieces of a
+// concatenation) take the largest. Ragged extents (of loop variables) are bounded elsewhere.
+int64_t fold_iterations(const Expr& e, const SymbolValues& symbols, std::unordered_map<const void*, int64_t>& memo) {
+  if (const auto known = memo.find(e.get()); known != memo.end()) return known->second;
+  int64_t inner = 1;
+  for (const Expr& arg : e->args) inner = std::max(inner, fold_iterations(arg, symbols, memo));
+  if (e->op == ExprOp::Fold && is_size_expression(e->args[0])) {
+    inner = checked_mul(std::max<int64_t>(evaluate(e->args[0], symbols), 1), inner, "fold iterations");
+  }
+  memo.emplace(e.get(), inner);
+  return inner;
+}
+
 // The kernels compute their loop bounds on the device, where int64 products wrap silently: the
 // host checks each node's iteration space (elements x reduction extents x inlined folds) first.
 // Expanded inputs cost no memory, so only this catches an [n, n] product of huge n fused into a
 // reduction (it returned a wrapped, wrong sum).
 void check_iteration_space(const Node& node, const std::vector<int64_t>& sizes, const SymbolValues& symbols) {
   std::vector<int64_t> space = sizes;
-  for (const Expr& extent : node.reduce_extents) space.push_back(evaluate(extent, symbols));
+  for (const Expr& extent : node.reduce_extents) {
+    if (is_size_expression(extent)) space.push_back(evaluate(extent, symbols));
+  }
   if (node.body) {
-    ir::visit(node.body, [&](const Expr& e) {
-      if (e->op == ExprOp::Fold && is_size_expression(e->args[0])) space.push_back(evaluate(e->args[0], symbols));
-    });
+    std::unordered_map<const void*, int64_t> memo;
+    space.push_back(fold_iterations(node.body, symbols, memo));
   }
   element_count(space, str_cat("the iterations of ", node.origin));
 }
