@@ -1,7 +1,6 @@
 // Checked element/byte arithmetic (common/checked.h), error-message sanitizing (common/error.h)
 // and the archive reader's limits (pt2/archive.h): what hostile sizes must turn into.
 #include <gtest/gtest.h>
-#include <zip.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -14,6 +13,7 @@
 #include "common/checked.h"
 #include "common/error.h"
 #include "pt2/archive.h"
+#include "zip_helpers.h"
 
 namespace luminal {
 namespace {
@@ -104,30 +104,7 @@ TEST(ErrorMessages, InvalidUtf8IsReplaced) {
   EXPECT_EQ(std::string(error.what()), "entry m" + replacement + "del.json");
 }
 
-// A zip of (name, data, deflated?) entries, built with libzip in memory.
-std::string make_zip(const std::vector<std::tuple<std::string, std::string, bool>>& files) {
-  zip_error_t error;
-  zip_error_init(&error);
-  zip_source_t* buffer = zip_source_buffer_create(nullptr, 0, 0, &error);
-  zip_source_keep(buffer);
-  zip_t* zip = zip_open_from_source(buffer, ZIP_TRUNCATE, &error);
-  for (const auto& [name, data, deflated] : files) {
-    zip_source_t* source = zip_source_buffer(zip, data.data(), data.size(), 0);
-    const zip_int64_t index = zip_file_add(zip, name.c_str(), source, ZIP_FL_OVERWRITE);
-    zip_set_file_compression(zip, static_cast<zip_uint64_t>(index), deflated ? ZIP_CM_DEFLATE : ZIP_CM_STORE, 9);
-  }
-  EXPECT_EQ(zip_close(zip), 0);
-  std::string bytes;
-  zip_source_open(buffer);
-  zip_source_seek(buffer, 0, SEEK_END);
-  bytes.resize(static_cast<size_t>(zip_source_tell(buffer)));
-  zip_source_seek(buffer, 0, SEEK_SET);
-  zip_source_read(buffer, bytes.data(), bytes.size());
-  zip_source_close(buffer);
-  zip_source_free(buffer);
-  zip_error_fini(&error);
-  return bytes;
-}
+using luminal::testing::make_zip;
 
 TEST(ArchiveLimits, DeclaredSizesAreCheckedBeforeReading) {
   pt2::ReadLimits limits;

@@ -2,7 +2,6 @@
 // Fixture archives come from tests/fixtures/make_fixtures.py (real torch.export.save output);
 // malformed inputs are built here.
 #include <gtest/gtest.h>
-#include <zip.h>
 
 #include <algorithm>
 #include <cmath>
@@ -19,6 +18,7 @@
 
 #include "common/error.h"
 #include "pt2/archive.h"
+#include "zip_helpers.h"
 #include "pt2/parse.h"
 #include "pt2/schema.h"
 #include "pt2/sympy.h"
@@ -71,35 +71,12 @@ json read_expected(const std::string& fixture) {
   return json::parse(read_file(fixture_path(fixture + ".expected.json")));
 }
 
-// Builds a zip in memory with libzip. Entries are deflated (torch's writer stores them, which the
-// fixtures cover), so both code paths of the reader are exercised.
+// Entries are deflated (torch's writer stores them, which the fixtures cover), so both code paths
+// of the reader are exercised.
 std::string make_zip(const std::vector<std::pair<std::string, std::string>>& files) {
-  zip_error_t error;
-  zip_error_init(&error);
-  zip_source_t* buffer = zip_source_buffer_create(nullptr, 0, 0, &error);
-  if (buffer == nullptr) throw std::runtime_error("zip_source_buffer_create failed");
-  zip_source_keep(buffer);  // read the finished archive back from it after zip_close
-  zip_t* zip = zip_open_from_source(buffer, ZIP_TRUNCATE, &error);
-  if (zip == nullptr) throw std::runtime_error("zip_open_from_source failed");
-  for (const auto& [name, data] : files) {
-    zip_source_t* source = zip_source_buffer(zip, data.data(), data.size(), 0);
-    if (source == nullptr || zip_file_add(zip, name.c_str(), source, ZIP_FL_OVERWRITE) < 0) {
-      throw std::runtime_error("zip_file_add failed for " + name);
-    }
-  }
-  if (zip_close(zip) != 0) throw std::runtime_error("zip_close failed");
-
-  std::string bytes;
-  if (zip_source_open(buffer) == 0) {
-    zip_source_seek(buffer, 0, SEEK_END);
-    bytes.resize(static_cast<size_t>(zip_source_tell(buffer)));
-    zip_source_seek(buffer, 0, SEEK_SET);
-    zip_source_read(buffer, bytes.data(), bytes.size());
-    zip_source_close(buffer);
-  }
-  zip_source_free(buffer);
-  zip_error_fini(&error);
-  return bytes;
+  std::vector<std::tuple<std::string, std::string, bool>> deflated;
+  for (const auto& [name, data] : files) deflated.emplace_back(name, data, true);
+  return testing::make_zip(deflated);
 }
 
 json tensor_meta_json(const std::vector<int64_t>& sizes, int dtype = 7) {
