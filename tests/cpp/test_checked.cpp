@@ -38,7 +38,7 @@ TEST(Checked, ArithmeticRaisesOnOverflowOnly) {
   EXPECT_EQ(checked_sub(int64_t{-kMax}, int64_t{1}, "t"), std::numeric_limits<int64_t>::min());
   EXPECT_CONTAINS(error_of([] { checked_add(kMax, int64_t{1}, "tensor 'x'"); }), "tensor 'x': integer overflow");
   EXPECT_CONTAINS(error_of([] { checked_mul(int64_t{1} << 32, int64_t{1} << 31, "m"); }), "does not fit in int64");
-  EXPECT_CONTAINS(error_of([] { checked_mul(int64_t{-1} << 32, int64_t{1} << 32, "m"); }), "does not fit in int64");
+  EXPECT_CONTAINS(error_of([] { checked_mul(-(int64_t{1} << 32), int64_t{1} << 32, "m"); }), "does not fit in int64");
   EXPECT_CONTAINS(error_of([] { checked_sub(std::numeric_limits<int64_t>::min(), int64_t{1}, "s"); }), "overflow");
   EXPECT_CONTAINS(error_of([] { checked_add(~size_t{0}, size_t{1}, "arena"); }), "arena: integer overflow");
   EXPECT_CONTAINS(error_of([] { checked_mul(size_t{1} << 33, size_t{1} << 31, "bytes"); }), "overflow");
