@@ -19,8 +19,15 @@ from typing import Any
 import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VOCAB = 96
-SEQUENCE = 11
+sys.path.insert(0, os.path.join(REPO, "tests", "models"))
+from zoo import (  # noqa: E402  (the test zoo's sizes and randomization, shared)
+    DECODER_FIELDS,
+    SEQUENCE,
+    VOCAB,
+    randomize_normalization,
+    randomize_zero_linears,
+)
+
 TOLERANCE_SCALE = 8.0  # times the per-dtype (rtol, atol) of tests/helpers.py
 
 Built = tuple[Any, Callable[..., Any], tuple[Any, ...]]  # (model, forward, inputs)
@@ -47,9 +54,6 @@ def _randomize(model: Any) -> Any:
     """Random BatchNorm statistics and affine parameters, random zero-initialised heads (zoo.py),
     and heads initialised near zero (timm's head_init_scale) re-drawn at the usual scale: an output
     of ~1e-5 would make the comparison weak."""
-    sys.path.insert(0, os.path.join(REPO, "tests", "models"))
-    from zoo import randomize_normalization, randomize_zero_linears
-
     generator = torch.Generator().manual_seed(3)
     for module in model.modules():
         if isinstance(module, torch.nn.Linear) and 0 < float(module.weight.detach().abs().max()) < 1e-3:
@@ -76,21 +80,6 @@ def _hf_config(config_name: str, **fields: Any) -> Any:
     return getattr(transformers, config_name)(**fields)
 
 
-# Fields most Llama-like decoders share.
-DECODER = dict(
-    vocab_size=VOCAB,
-    hidden_size=64,
-    intermediate_size=112,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=64,
-    pad_token_id=0,
-    bos_token_id=1,
-    eos_token_id=2,
-)
-
-
 def causal_lm(class_name: str, config_name: str, common: bool = True, **fields: Any) -> Callable[[str, Any], Built]:
     """A causal LM's logits for two left-padded sequences (use_cache=False)."""
 
@@ -98,7 +87,7 @@ def causal_lm(class_name: str, config_name: str, common: bool = True, **fields: 
         import transformers
 
         torch.manual_seed(0)
-        config = _hf_config(config_name, **({**DECODER, **fields} if common else fields))
+        config = _hf_config(config_name, **({**DECODER_FIELDS, **fields} if common else fields))
         model = _finish(_randomize(getattr(transformers, class_name)(config)), device, dtype)
         ids, mask = _ids(device)
 
@@ -117,7 +106,7 @@ def decode_step(class_name: str, config_name: str, **fields: Any) -> Callable[[s
         import transformers
 
         torch.manual_seed(0)
-        model = getattr(transformers, class_name)(_hf_config(config_name, **{**DECODER, **fields}))
+        model = getattr(transformers, class_name)(_hf_config(config_name, **{**DECODER_FIELDS, **fields}))
         model = _finish(model, device, dtype)
         cache = transformers.StaticCache(config=model.config, max_cache_len=24)
         prompt = torch.randint(3, VOCAB, (2, 5), device=device)

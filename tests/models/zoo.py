@@ -18,6 +18,19 @@ import torch
 
 VOCAB = 96
 SEQUENCE = 11
+# The fields of every tiny Llama-like decoder (tools/sweep_models.py builds its decoders from them too).
+DECODER_FIELDS: dict[str, int] = dict(
+    vocab_size=VOCAB,
+    hidden_size=64,
+    intermediate_size=112,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+    pad_token_id=0,
+    bos_token_id=1,
+    eos_token_id=2,
+)
 
 
 @dataclass(frozen=True)
@@ -73,20 +86,7 @@ def _finish(model: torch.nn.Module, device: str, dtype: torch.dtype) -> torch.nn
 def decoder_config(name: str, **overrides: Any) -> Any:
     import transformers
 
-    common = dict(
-        vocab_size=VOCAB,
-        hidden_size=64,
-        intermediate_size=112,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-    )
-    common.update(overrides)
-    return getattr(transformers, name)(**common)
+    return getattr(transformers, name)(**{**DECODER_FIELDS, **overrides})
 
 
 def _causal_lm(class_name: str, config: Any) -> Callable[[str, torch.dtype], Any]:
