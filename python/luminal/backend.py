@@ -455,10 +455,8 @@ def export_program(
     for k, position in enumerate(tensor_positions):
         if position in host:
             roles[k] = "user"  # copied per call: never bound once like a parameter
-    _require_one_device(
-        [placeholders[i].name for i in tensor_positions],
-        [example_inputs[i].to(device) if i in host else example_inputs[i] for i in tensor_positions],
-    )
+    on_device = [i for i in tensor_positions if i not in host]  # host inputs move to `device` per call
+    _require_one_device([placeholders[i].name for i in on_device], [example_inputs[i] for i in on_device])
     carried = _replace_integer_placeholders(gm, tensor_nodes, symbolic)
     gm.recompile()
 
