@@ -92,7 +92,7 @@ void translate_div(Context& ctx, const pt2::Node& node) {
   }
   LUMINAL_CHECK(*mode == "floor" || *mode == "trunc", "unknown rounding_mode '", *mode, "'");
   if (is_floating(out)) {
-    const bool cuda = lhs.tensor && ctx.tensor_meta(ctx.find_arg(node, "self")->as_tensor().name).device.type == "cuda";
+    const bool cuda = lhs.tensor && ctx.on_cuda(node, "self");
     ctx.set_output(node, floating_rounding_division(b, lhs, rhs, out, *mode == "floor", cuda));
     return;
   }

@@ -537,7 +537,7 @@ void translate_histc(Context& ctx, const pt2::Node& node) {
   const NodeId x = ctx.tensor(node, "self");
   const DType dtype = b.dtype(x);
   const bool half = dtype == DType::F16 || dtype == DType::BF16;
-  const bool cuda = ctx.tensor_meta(ctx.find_arg(node, "self")->as_tensor().name).device.type == "cuda";
+  const bool cuda = ctx.on_cuda(node, "self");
   // Eager's kernels: CPU takes floating types, CUDA float32/float64 and integers.
   LUMINAL_CHECK(is_floating(dtype) ? !(half && cuda) : (cuda && dtype != DType::Bool), "histc of ",
                 dtype_name(dtype), " on ", cuda ? "CUDA" : "CPU", " (eager has no kernel for it)");

@@ -107,6 +107,11 @@ class Context {
   DType meta_dtype(const std::string& tensor_name) const;
   // Export metadata of a tensor value (sizes, strides, storage offset).
   const pt2::TensorMeta& tensor_meta(const std::string& tensor_name) const { return meta(tensor_name); }
+  // Whether the tensor argument `name` of `node` lives on a CUDA device in eager, for ops whose
+  // eager kernels compute differently per device.
+  bool on_cuda(const pt2::Node& node, std::string_view name) const {
+    return tensor_meta(find_arg(node, name)->as_tensor().name).device.type == "cuda";
+  }
 
  private:
   const pt2::TensorMeta& meta(const std::string& tensor_name) const;
