@@ -27,7 +27,6 @@ sys.path.insert(0, str(ROOT))
 
 import luminal  # noqa: E402
 from model import DLRM, KAGGLE, MINI, make_inputs  # noqa: E402
-
 from tests.models.zoo import ZOO, available  # noqa: E402
 
 Case = Callable[[], tuple[Callable[..., Any], tuple[Any, ...]]]
