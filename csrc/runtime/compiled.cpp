@@ -4,7 +4,10 @@
 
 #include "common/checked.h"
 #include "common/error.h"
+#include "passes/row_plan.h"
+#include "passes/stage_library_operands.h"
 #include "pt2/archive.h"
+#include "schedule/plan.h"
 
 namespace luminal::runtime {
 
@@ -53,12 +56,12 @@ CompiledGraph::CompiledGraph(ir::Graph translated, const CompileOptions& options
       largest_static_tensor_ = str_cat("node '", node.origin, "' (", dtype_name(node.dtype), int_list(sizes), ")");
     }
   }
-  passes::RowPlan row = passes::plan_row_kernel(translated);
-  megakernel_reason_ = row.reason;
-  if (row.accepted && options.megakernel) {
-    row_graph_ = std::make_shared<const ir::Graph>(std::move(row.graph));
-    rows_ = row.rows;
-  } else if (row.accepted) {
+  // The matcher runs its own pass pipeline: only when its plan may be used.
+  if (options.megakernel) {
+    passes::RowPlan row = passes::plan_row_kernel(translated);
+    megakernel_reason_ = row.reason;
+    if (row.accepted) row_ = RowCandidate{std::make_shared<const ir::Graph>(std::move(row.graph)), row.rows};
+  } else {
     megakernel_reason_ = "disabled by the megakernel option";
   }
   graph_ = std::make_shared<const ir::Graph>(passes::optimize(std::move(translated), options.optimize));
@@ -79,14 +82,10 @@ CompiledGraph::CompiledGraph(ir::Graph translated, const CompileOptions& options
     info.device = out.device;
     outputs_.push_back(info);
   }
-  cpu_ = std::make_unique<cpu::Executor>(options.cpu_runs_row_graph && row_graph_ ? row_graph_ : graph_);
+  cpu_ = std::make_unique<cpu::Executor>(options.cpu_runs_row_graph && row_ ? row_->graph : graph_);
   if (!options.check_cuda_arch.empty()) {
 #if LUMINAL_HAVE_CUDA
-    if (row_graph_) {
-      gpu::check_codegen(*row_graph_, options.check_cuda_arch, rows_);
-    } else {
-      gpu::check_codegen(*graph_, options.check_cuda_arch);
-    }
+    gpu::check_codegen(cuda_executor(row_ ? kRowKernel : kGeneral).program(), options.check_cuda_arch);
 #else
     fail("cannot check CUDA code generation: luminal was built without the CUDA toolkit headers");
 #endif
@@ -94,20 +93,36 @@ CompiledGraph::CompiledGraph(ir::Graph translated, const CompileOptions& options
 }
 
 #if LUMINAL_HAVE_CUDA
-gpu::Executor& CompiledGraph::cuda_executor(bool row) const {
+namespace {
+
+// The general plan: library operands staged, then node by node.
+std::shared_ptr<const gpu::CudaProgram> general_program(const ir::Graph& graph) {
+  passes::StagedGraph staged = passes::stage_library_operands(graph);
+  auto run_graph = std::make_shared<const ir::Graph>(std::move(staged.graph));
+  schedule::Plan plan = schedule::plan_steps(*run_graph);
+  return std::make_shared<const gpu::CudaProgram>(gpu::build_cuda_program(run_graph, std::move(plan), staged.copies));
+}
+
+}  // namespace
+
+gpu::Executor& CompiledGraph::cuda_executor(CudaCandidate candidate) const {
   std::lock_guard<std::mutex> lock(cuda_mutex_);
-  if (row) {
-    if (!cuda_row_) cuda_row_ = std::make_unique<gpu::Executor>(row_graph_, rows_);
-    return *cuda_row_;
+  std::unique_ptr<gpu::Executor>& executor = cuda_[candidate];
+  if (executor) return *executor;
+  if (candidate == kRowKernel) {
+    LUMINAL_CHECK(row_.has_value(), "internal error: no row-kernel candidate");
+    executor = std::make_unique<gpu::Executor>(std::make_shared<const gpu::CudaProgram>(
+        gpu::build_cuda_program(row_->graph, schedule::plan_row_kernel_steps(*row_->graph, row_->rows))));
+  } else {
+    executor = std::make_unique<gpu::Executor>(general_program(*graph_));
   }
-  if (!cuda_) cuda_ = std::make_unique<gpu::Executor>(graph_);
-  return *cuda_;
+  return *executor;
 }
 #endif
 
 std::string CompiledGraph::cuda_source() const {
 #if LUMINAL_HAVE_CUDA
-  return cuda_executor(row_graph_ != nullptr).module_source();
+  return cuda_executor(row_ ? kRowKernel : kGeneral).module_source();
 #else
   return "";
 #endif
@@ -172,12 +187,12 @@ void CompiledGraph::run(const std::vector<TensorView>& inputs, const std::vector
   }
 #if LUMINAL_HAVE_CUDA
   // The megakernel assumes contiguous inputs; other layouts take the general path.
-  const bool row = row_graph_ && std::all_of(inputs.begin(), inputs.end(), [](const TensorView& t) { return t.is_contiguous(); });
-  if (row_graph_ && !row) {
+  const bool row = row_ && std::all_of(inputs.begin(), inputs.end(), [](const TensorView& t) { return t.is_contiguous(); });
+  if (row_ && !row) {
     std::lock_guard<std::mutex> lock(cuda_mutex_);
     ++megakernel_fallbacks_;
   }
-  cuda_executor(row).run(inputs, outputs, symbols, *cuda);
+  cuda_executor(row ? kRowKernel : kGeneral).run(inputs, outputs, symbols, *cuda);
 #else
   fail("tensor on ", device_name(inputs.front().device),
        ": this build of luminal has no CUDA engine (it was built without the CUDA toolkit headers)");
@@ -190,14 +205,14 @@ Stats CompiledGraph::stats() const {
   Stats s;
   s.ir_nodes = graph_->size();
   s.kernels = cpu_->kernel_count();
-  s.megakernel = row_graph_ != nullptr;
+  s.megakernel = row_.has_value();
   s.megakernel_reason = megakernel_reason_;
   s.scatter_copy_bytes = cpu_scatter_copy_bytes_;
 #if LUMINAL_HAVE_CUDA
   {
     std::lock_guard<std::mutex> lock(cuda_mutex_);
     // The megakernel's numbers when it has run, else the general path's.
-    const std::unique_ptr<gpu::Executor>& used = cuda_row_ ? cuda_row_ : cuda_;
+    const std::unique_ptr<gpu::Executor>& used = cuda_[kRowKernel] ? cuda_[kRowKernel] : cuda_[kGeneral];
     if (used) {
       s.cuda_used = true;
       s.cuda = used->stats();

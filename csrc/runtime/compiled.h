@@ -12,7 +12,6 @@
 #include "frontend/translate.h"
 #include "ir/graph.h"
 #include "passes/passes.h"
-#include "passes/row_plan.h"
 #include "runtime/cpu/executor.h"
 #include "runtime/symbols.h"
 #include "runtime/tensor.h"
@@ -114,8 +113,14 @@ class CompiledGraph {
   size_t largest_static_tensor_bytes_ = 0;
   std::string largest_static_tensor_;
   std::shared_ptr<const ir::Graph> graph_;
-  std::shared_ptr<const ir::Graph> row_graph_;  // the accepted row plan's graph, if any
-  ir::Expr rows_;
+  // The row-kernel candidate: when the megakernel option is on and the matcher accepted the
+  // graph, its row-local graph (passes/row_plan.h) and batch extent. CUDA calls with contiguous
+  // inputs run it as one kernel (schedule::plan_row_kernel_steps); other calls the general plan.
+  struct RowCandidate {
+    std::shared_ptr<const ir::Graph> graph;
+    ir::Expr rows;
+  };
+  std::optional<RowCandidate> row_;
   std::string megakernel_reason_;
   std::vector<bool> input_read_;
   std::vector<OutputInfo> outputs_;
@@ -131,11 +136,12 @@ class CompiledGraph {
   mutable bool bound_ = false;
   std::unique_ptr<cpu::Executor> cpu_;
 #if LUMINAL_HAVE_CUDA
-  gpu::Executor& cuda_executor(bool row) const;
+  enum CudaCandidate : size_t { kGeneral = 0, kRowKernel = 1 };
+  // The candidate's executor; its program (plan and generated code) is built at first use.
+  gpu::Executor& cuda_executor(CudaCandidate candidate) const;
   mutable std::mutex cuda_mutex_;
-  mutable std::unique_ptr<gpu::Executor> cuda_;      // the general path
-  mutable std::unique_ptr<gpu::Executor> cuda_row_;  // the megakernel (row_graph_)
-  mutable size_t megakernel_fallbacks_ = 0;          // calls with non-contiguous inputs
+  mutable std::unique_ptr<gpu::Executor> cuda_[2];  // per CudaCandidate
+  mutable size_t megakernel_fallbacks_ = 0;         // calls with non-contiguous inputs
 #endif
   mutable std::atomic<size_t> cpu_scatter_copy_bytes_{0};  // the last CPU call's
 };

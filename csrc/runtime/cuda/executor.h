@@ -1,6 +1,8 @@
 // The CUDA engine: generated kernels (NVRTC) and cuBLASLt matmuls, replayed as one CUDA graph.
 //
-// Per graph: one CUDA module holding every kernel. Per shape binding (and stream and TF32
+// The executor instantiates a CudaProgram (runtime/cuda/program.h: the plan of steps and the
+// generated code) and records the graph; it neither rewrites graphs nor generates code.
+// Per program: one CUDA module holding every kernel. Per shape binding (and stream and TF32
 // setting): an instance with launch configurations, an arena of intermediates planned by
 // liveness, cuBLASLt plans, and an instantiated CUDA graph. Every call launches that graph once
 // on the caller's stream; when the caller's input or output pointers change, only the kernel
@@ -21,7 +23,7 @@
 
 #include "codegen/cuda_codegen.h"
 #include "ir/graph.h"
-#include "passes/passes.h"
+#include "runtime/cuda/program.h"
 #include "runtime/symbols.h"
 #include "runtime/tensor.h"
 
@@ -60,9 +62,7 @@ struct Stats {
 
 class Executor {
  public:
-  // With `rows` set, `graph` is a row-local graph (passes/row_plan.h) with that batch extent and
-  // runs as one row kernel; otherwise node by node.
-  explicit Executor(std::shared_ptr<const ir::Graph> graph, ir::Expr rows = nullptr);
+  explicit Executor(std::shared_ptr<const CudaProgram> program);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -74,22 +74,23 @@ class Executor {
 
   Stats stats() const;
   // The CUDA source of the module (prelude and every kernel).
-  const std::string& module_source() const { return module_source_; }
+  const std::string& module_source() const { return program_->module_source; }
+  const CudaProgram& program() const { return *program_; }
 
  private:
-  struct Step;
   struct Instance;
   struct DeviceState;
+  class InstanceBuilder;
 
-  void plan();
-  void plan_row_kernel();
+  void load_module(const CallContext& context);
+  void update_pointers(Instance& instance, const std::vector<TensorView>& inputs,
+                       const std::vector<TensorView>& outputs);
   void make_context_current(int device);
   Instance& instance_for(const SymbolValues& symbols, const CallContext& context,
                          const std::vector<TensorView>& inputs);
   std::unique_ptr<Instance> build_instance(const SymbolValues& symbols, const CallContext& context,
                                            const std::vector<TensorView>& inputs);
   void raise_pending_errors(Instance& instance, bool wait);
-  void index_check_labels();
   void run_steps_one_by_one(Instance& instance, void* stream);
 
   struct InstanceKey {
@@ -101,21 +102,8 @@ class Executor {
     }
   };
 
-  std::shared_ptr<const ir::Graph> graph_;
-  ir::Expr rows_;                 // row-kernel mode: the batch extent
+  std::shared_ptr<const CudaProgram> program_;
   std::vector<bool> input_read_;  // per call input: does the graph read it
-  std::vector<codegen::Kernel> kernels_;
-  std::vector<Step> steps_;
-  // Every kernel's check labels, in kernel order (the device error record names an index), with
-  // the origin of the node each belongs to; check_base_[k]: the first index of kernel k's labels.
-  struct CheckLabel {
-    std::string label;
-    std::string origin;
-  };
-  std::vector<CheckLabel> check_labels_;
-  std::vector<int64_t> check_base_;
-  std::string module_source_;
-  size_t staging_copies_ = 0;
 
   mutable std::mutex mutex_;
   std::unique_ptr<DeviceState> device_;  // module and constants, on the first device used
@@ -123,8 +111,8 @@ class Executor {
   Stats stats_;
 };
 
-// Generates the CUDA module for `graph` and compiles it with NVRTC for `arch` (no GPU needed):
-// the check CI runs over every graph the test suite compiles. Returns the module source.
-std::string check_codegen(const ir::Graph& graph, const std::string& arch, ir::Expr rows = nullptr);
+// Compiles the program's CUDA module with NVRTC for `arch` (no GPU needed): the check CI runs over
+// every graph the test suite compiles. Returns the module source.
+std::string check_codegen(const CudaProgram& program, const std::string& arch);
 
 }  // namespace luminal::runtime::gpu

@@ -1,0 +1,27 @@
+// Library-call staging for the CUDA engine (a graph -> graph pass, run before its plan of steps).
+//
+// User inputs and graph outputs feeding a matmul are copied into the arena, and a matmul that is a
+// graph output writes the arena and is copied out, so that captured library calls only ever touch
+// memory whose address is fixed for an instance (an output's memory is the caller's, new on every
+// call). A view that repeats rows or columns of its base (a stride-0 matrix dimension) is staged
+// too: cuBLASLt has no leading dimension for it.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "ir/graph.h"
+
+namespace luminal::passes {
+
+struct StagedGraph {
+  ir::Graph graph;
+  size_t copies = 0;  // staging copies added
+};
+
+StagedGraph stage_library_operands(const ir::Graph& graph);
+
+// A pointwise node copying `source` (node `source_id`) element by element; `why` is its origin.
+ir::Node identity_copy(const ir::Node& source, ir::NodeId source_id, const std::string& why);
+
+}  // namespace luminal::passes

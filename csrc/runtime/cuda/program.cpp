@@ -1,0 +1,106 @@
+#include "runtime/cuda/program.h"
+
+#include "common/error.h"
+#include "passes/stage_library_operands.h"
+
+namespace luminal::runtime::gpu {
+
+using ir::Node;
+using ir::NodeId;
+using ir::NodeKind;
+using schedule::StepKind;
+
+namespace {
+
+// Copies the device error record to pinned host memory and clears it (the last node of a replay).
+constexpr const char* kExportErrorsKernel = R"(
+extern "C" __global__ void lm_export_errors(lm_i64* device_record, volatile lm_i64* host_record) {
+  for (int i = 0; i < 4; ++i) { host_record[i] = device_record[i]; device_record[i] = 0; }
+}
+)";
+
+codegen::OperandInfo operand_info(const Node& producer) {
+  codegen::OperandInfo info;
+  info.dtype = producer.dtype;
+  info.shape = producer.shape;
+  switch (producer.kind) {
+    case NodeKind::Input: info.layout = codegen::Layout::Strided; break;
+    case NodeKind::Constant:
+      info.layout = codegen::Layout::Fixed;
+      info.fixed_strides = producer.constant->strides;
+      break;
+    default: info.layout = codegen::Layout::Contiguous; break;
+  }
+  return info;
+}
+
+std::vector<codegen::OperandInfo> operands_of(const ir::Graph& g, const Node& node) {
+  std::vector<codegen::OperandInfo> operands;
+  for (NodeId input : node.inputs) operands.push_back(operand_info(g.node(input)));
+  return operands;
+}
+
+// Generates the kernels of every step, in step order (a scatter: its base copy, then itself).
+void generate_kernels(CudaProgram& program) {
+  const ir::Graph& g = *program.graph;
+  for (const schedule::Step& step : program.plan.steps) {
+    const Node& node = g.node(step.node);
+    StepKernels kernels;
+    switch (step.kind) {
+      case StepKind::LibraryMatmul: break;
+      case StepKind::Scatter: {
+        const std::vector<codegen::OperandInfo> operands = operands_of(g, node);
+        const Node copy = passes::identity_copy(g.node(node.inputs[0]), node.inputs[0], node.origin);
+        program.kernels.push_back(codegen::generate_kernel(copy, {operands[0]}));
+        kernels.copy_kernel = static_cast<int>(program.kernels.size()) - 1;
+        program.kernels.push_back(codegen::generate_kernel(node, operands));
+        kernels.kernel = static_cast<int>(program.kernels.size()) - 1;
+        break;
+      }
+      case StepKind::Kernel:
+        program.kernels.push_back(codegen::generate_kernel(node, operands_of(g, node)));
+        kernels.kernel = static_cast<int>(program.kernels.size()) - 1;
+        break;
+      case StepKind::RowKernel:
+        program.kernels.push_back(codegen::generate_row_kernel(g, program.plan.rows));
+        kernels.kernel = static_cast<int>(program.kernels.size()) - 1;
+        break;
+    }
+    program.step_kernels.push_back(kernels);
+  }
+}
+
+void index_check_labels(CudaProgram& program) {
+  std::vector<std::string> origin_of(program.kernels.size());
+  for (size_t s = 0; s < program.plan.steps.size(); ++s) {
+    const schedule::Step& step = program.plan.steps[s];
+    const StepKernels& kernels = program.step_kernels[s];
+    const std::string& origin =
+        step.kind == StepKind::RowKernel ? std::string("the row kernel") : program.graph->node(step.node).origin;
+    if (kernels.kernel >= 0) origin_of[kernels.kernel] = origin;
+    if (kernels.copy_kernel >= 0) origin_of[kernels.copy_kernel] = origin;
+  }
+  for (size_t k = 0; k < program.kernels.size(); ++k) {
+    program.check_base.push_back(static_cast<int64_t>(program.check_labels.size()));
+    for (const std::string& label : program.kernels[k].check_labels) {
+      program.check_labels.push_back({label, origin_of[k]});
+    }
+  }
+}
+
+}  // namespace
+
+CudaProgram build_cuda_program(std::shared_ptr<const ir::Graph> graph, schedule::Plan plan, size_t staging_copies) {
+  LUMINAL_CHECK(graph != nullptr, "internal error: a CUDA program without a graph");
+  CudaProgram program;
+  program.graph = std::move(graph);
+  program.plan = std::move(plan);
+  program.staging_copies = staging_copies;
+  program.buffers = plan_buffers(*program.graph, program.plan);
+  generate_kernels(program);
+  index_check_labels(program);
+  program.module_source = codegen::module_source(program.kernels) + kExportErrorsKernel;
+  return program;
+}
+
+}  // namespace luminal::runtime::gpu

@@ -1,0 +1,53 @@
+// A CUDA program: a graph, its plan of steps and the generated code, ready for an Executor.
+//
+// build_cuda_program only generates code (codegen::generate_kernel per kernel step, one
+// generate_row_kernel for a row-kernel plan) and needs no GPU: the executor instantiates the
+// program per shape binding; check_codegen compiles its module with NVRTC.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/cuda_codegen.h"
+#include "ir/graph.h"
+#include "runtime/memory_plan.h"
+#include "schedule/plan.h"
+
+namespace luminal::runtime::gpu {
+
+// The kernels of one step (indices into CudaProgram::kernels; -1: none).
+struct StepKernels {
+  int kernel = -1;       // the step's kernel (library matmuls have none)
+  int copy_kernel = -1;  // scatters: copies the base into the output first (skipped when they share memory)
+};
+
+// A kernel's run-time check label with the origin of the node it belongs to (the device error
+// record names the index of one).
+struct CheckLabel {
+  std::string label;
+  std::string origin;
+};
+
+struct CudaProgram {
+  std::shared_ptr<const ir::Graph> graph;
+  schedule::Plan plan;
+  BufferPlan buffers;                    // placement and lifetimes (shape-independent)
+  std::vector<codegen::Kernel> kernels;  // in module order
+  std::vector<StepKernels> step_kernels;  // per step
+  // Every kernel's check labels, in kernel order; check_base[k]: the first index of kernel k's.
+  std::vector<CheckLabel> check_labels;
+  std::vector<int64_t> check_base;
+  std::string module_source;  // the prelude, every kernel, and the error export kernel
+  size_t staging_copies = 0;  // copies passes::stage_library_operands added to the graph
+};
+
+// The name of the kernel every replay ends with: it copies the device error record to pinned host
+// memory and clears it.
+constexpr const char* kExportErrorsKernelName = "lm_export_errors";
+
+// `graph` is what runs: for a node-by-node plan, after passes::stage_library_operands.
+CudaProgram build_cuda_program(std::shared_ptr<const ir::Graph> graph, schedule::Plan plan, size_t staging_copies = 0);
+
+}  // namespace luminal::runtime::gpu

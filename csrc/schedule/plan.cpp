@@ -1,0 +1,68 @@
+#include "schedule/plan.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "passes/passes.h"
+
+namespace luminal::schedule {
+
+using ir::Node;
+using ir::NodeId;
+using ir::NodeKind;
+
+namespace {
+
+// A pointwise node that is no output, read only by matmuls, and an affine view of its input: the
+// matmuls read the base by strides, so the node is never materialized.
+bool is_view_read_by_matmuls(const ir::Graph& graph, const Node& node, const std::vector<std::vector<NodeId>>& users,
+                             const std::vector<bool>& is_output) {
+  if (node.kind != NodeKind::Pointwise || is_output[node.id] || users[node.id].empty()) return false;
+  const bool only_matmul_users = std::all_of(users[node.id].begin(), users[node.id].end(),
+                                             [&](NodeId u) { return graph.node(u).kind == NodeKind::MatMul; });
+  return only_matmul_users && passes::as_affine_view(graph, node.id).has_value();
+}
+
+}  // namespace
+
+Plan plan_steps(const ir::Graph& graph) {
+  Plan plan;
+  const auto users = graph.users();
+  std::vector<bool> is_output(graph.size(), false);
+  for (const ir::GraphOutput& o : graph.outputs) {
+    if (o.kind == ir::GraphOutput::Kind::Tensor) is_output[o.node] = true;
+  }
+  for (const Node& node : graph.nodes()) {
+    switch (node.kind) {
+      case NodeKind::Input:
+      case NodeKind::Constant: break;
+      case NodeKind::MatMul: plan.steps.push_back(Step{StepKind::LibraryMatmul, node.id}); break;
+      case NodeKind::Scatter: plan.steps.push_back(Step{StepKind::Scatter, node.id}); break;
+      case NodeKind::Pointwise:
+      case NodeKind::Reduce:
+        if (is_view_read_by_matmuls(graph, node, users, is_output)) {
+          plan.views.push_back(node.id);
+        } else {
+          plan.steps.push_back(Step{StepKind::Kernel, node.id});
+        }
+        break;
+    }
+  }
+  return plan;
+}
+
+Plan plan_row_kernel_steps(const ir::Graph& graph, ir::Expr rows) {
+  LUMINAL_CHECK(rows != nullptr, "internal error: a row kernel without a batch extent");
+  NodeId first_output = -1;
+  for (const ir::GraphOutput& o : graph.outputs) {
+    if (o.kind == ir::GraphOutput::Kind::Tensor && first_output < 0) first_output = o.node;
+  }
+  LUMINAL_CHECK(first_output >= 0, "internal error: a row kernel without tensor outputs");
+  Plan plan;
+  // The step is named after an output: its size tells whether there is any row to compute.
+  plan.steps.push_back(Step{StepKind::RowKernel, first_output});
+  plan.rows = std::move(rows);
+  return plan;
+}
+
+}  // namespace luminal::schedule
