@@ -60,6 +60,9 @@ struct Stats {
   size_t scatter_copy_bytes = 0;  // bytes of scatter bases the last call copied (in-place scatters copy none)
 };
 
+struct Instance;     // runtime/cuda/instance.h
+struct DeviceState;  // the module and constants on a device (runtime/cuda/instance.h)
+
 class Executor {
  public:
   explicit Executor(std::shared_ptr<const CudaProgram> program);
@@ -78,18 +81,12 @@ class Executor {
   const CudaProgram& program() const { return *program_; }
 
  private:
-  struct Instance;
-  struct DeviceState;
-  class InstanceBuilder;
-
   void load_module(const CallContext& context);
   void update_pointers(Instance& instance, const std::vector<TensorView>& inputs,
                        const std::vector<TensorView>& outputs);
   void make_context_current(int device);
   Instance& instance_for(const SymbolValues& symbols, const CallContext& context,
                          const std::vector<TensorView>& inputs);
-  std::unique_ptr<Instance> build_instance(const SymbolValues& symbols, const CallContext& context,
-                                           const std::vector<TensorView>& inputs);
   void raise_pending_errors(Instance& instance, bool wait);
   void run_steps_one_by_one(Instance& instance, void* stream);
 

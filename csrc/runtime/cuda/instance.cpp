@@ -1,0 +1,485 @@
+#include "runtime/cuda/instance.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "common/checked.h"
+#include "common/error.h"
+#include "ir/simplify.h"
+#include "passes/passes.h"
+
+namespace luminal::runtime::gpu {
+
+using codegen::Kernel;
+using codegen::KernelParam;
+using codegen::ParamKind;
+using ir::Expr;
+using ir::ExprOp;
+using ir::Node;
+using ir::NodeId;
+using schedule::StepKind;
+
+CUDA_KERNEL_NODE_PARAMS kernel_node(CUfunction function, const codegen::Kernel& kernel, unsigned grid, void** args) {
+  CUDA_KERNEL_NODE_PARAMS params{};
+  params.func = function;
+  params.gridDimX = grid;
+  params.gridDimY = static_cast<unsigned>(kernel.grid_y);
+  params.gridDimZ = 1;
+  params.blockDimX = static_cast<unsigned>(kernel.block_size);
+  params.blockDimY = params.blockDimZ = 1;
+  params.kernelParams = args;
+  return params;
+}
+
+namespace {
+
+// Element counts of evaluated shapes; every node's was checked when its shape was evaluated.
+int64_t product(const std::vector<int64_t>& sizes) { return element_count(sizes, "evaluated shape"); }
+
+// The node's bias/ReLU epilogue for cuBLASLt (the bias must be one contiguous vector).
+cuda::MatmulEpilogue epilogue_of(const Node& node, const std::vector<Buffer>& buffers) {
+  cuda::MatmulEpilogue epilogue;
+  if (node.epilogue == ir::MatMulEpilogue::None) return epilogue;
+  const Buffer& bias = buffers[node.inputs[2]];
+  LUMINAL_CHECK(bias.sizes.size() == 1 && (bias.strides[0] == 1 || bias.sizes[0] <= 1), "the bias of ", node.origin,
+                " has stride ", bias.strides.at(0), "; cuBLASLt needs a contiguous bias");
+  // Before pointers are final (workspace sizing) any non-null address will do.
+  epilogue.bias = bias.ptr ? reinterpret_cast<const void*>(bias.ptr) : reinterpret_cast<const void*>(kArenaAlignment);
+  epilogue.relu = node.epilogue == ir::MatMulEpilogue::BiasRelu;
+  epilogue.gelu_tanh = node.epilogue == ir::MatMulEpilogue::BiasGeluTanh;
+  return epilogue;
+}
+
+cuda::MatrixOperand matrix_of(const Buffer& b, size_t rank) {
+  cuda::MatrixOperand m;
+  m.data = reinterpret_cast<const void*>(b.ptr);
+  m.batch_stride = rank == 3 ? b.strides[0] : 0;
+  m.row_stride = b.strides[rank - 2];
+  m.col_stride = b.strides[rank - 1];
+  return m;
+}
+
+// An extent the host can evaluate: sizes and symbols only (no loop variables or loads).
+bool is_size_expression(const Expr& e) {
+  bool size_only = true;
+  ir::visit(e, [&](const Expr& v) {
+    if (v->op == ExprOp::LoopVar || v->op == ExprOp::ReduceVar || v->op == ExprOp::Load || v->op == ExprOp::Fold) {
+      size_only = false;
+    }
+  });
+  return size_only;
+}
+
+// The iterations of an element's folds: nested folds multiply, siblings (the pieces of a
+// concatenation) take the largest. Ragged extents (of loop variables) are bounded elsewhere.
+int64_t fold_iterations(const Expr& e, const SymbolValues& symbols, std::unordered_map<const void*, int64_t>& memo) {
+  if (const auto known = memo.find(e.get()); known != memo.end()) return known->second;
+  int64_t inner = 1;
+  for (const Expr& arg : e->args) inner = std::max(inner, fold_iterations(arg, symbols, memo));
+  if (e->op == ExprOp::Fold && is_size_expression(e->args[0])) {
+    inner = checked_mul(std::max<int64_t>(evaluate(e->args[0], symbols), 1), inner, "fold iterations");
+  }
+  memo.emplace(e.get(), inner);
+  return inner;
+}
+
+// The kernels compute their loop bounds on the device, where int64 products wrap silently: the
+// host checks each node's iteration space (elements x reduction extents x inlined folds) first.
+// Expanded inputs cost no memory, so only this catches an [n, n] product of huge n fused into a
+// reduction (it returned a wrapped, wrong sum).
+void check_iteration_space(const Node& node, const std::vector<int64_t>& sizes, const SymbolValues& symbols) {
+  std::vector<int64_t> space = sizes;
+  for (const Expr& extent : node.reduce_extents) {
+    if (is_size_expression(extent)) space.push_back(evaluate(extent, symbols));
+  }
+  if (node.body) {
+    std::unordered_map<const void*, int64_t> memo;
+    space.push_back(fold_iterations(node.body, symbols, memo));
+  }
+  element_count(space, str_cat("the iterations of ", node.origin));
+}
+
+
+// Instantiates the program for one shape binding (and stream and TF32 setting): buffers, the
+// arena, cuBLASLt plans, kernel parameters, then the recorded CUDA graph.
+class InstanceBuilder {
+ public:
+  InstanceBuilder(const CudaProgram& program, const DeviceState& device, const SymbolValues& symbols,
+                  const CallContext& context, const std::vector<TensorView>& inputs, size_t& host_syncs)
+      : program_(program), device_(device), host_syncs_(host_syncs), g_(*program_.graph), buffers_(program_.buffers),
+        symbols_(symbols), context_(context), inputs_(inputs), instance_(std::make_unique<Instance>()),
+        in_(*instance_) {}
+
+  std::unique_ptr<Instance> build() {
+    evaluate_shapes();
+    arena_ = layout_arena(buffers_, node_bytes_, "the CUDA arena of intermediates");
+    bind_buffers();
+    const size_t workspace = plan_library_calls();
+    allocate_arena(workspace);
+    prepare_error_record();
+    for (size_t s = 0; s < steps().size(); ++s) {
+      const schedule::Step& step = steps()[s];
+      if (step.kind == StepKind::LibraryMatmul) continue;
+      const StepKernels& kernels = program_.step_kernels[s];
+      // A scatter that took over its base's memory needs no copy of it.
+      if (kernels.copy_kernel >= 0 && buffers_.memory_of[step.node] == step.node) add_launch(s, kernels.copy_kernel);
+      add_launch(s, kernels.kernel);
+    }
+    create_library_calls();
+    record_graph();
+    return std::move(instance_);
+  }
+
+ private:
+  const std::vector<schedule::Step>& steps() const { return program_.plan.steps; }
+  Placement placement(NodeId id) const { return buffers_.placement[id]; }
+  int output_of(NodeId id) const { return buffers_.output_of[id]; }
+
+  // Shapes, checked before any size or byte arithmetic.
+  void evaluate_shapes() {
+    in_.buffers.resize(g_.size());
+    node_bytes_.assign(g_.size(), 0);
+    for (const Node& node : g_.nodes()) {
+      Buffer& b = in_.buffers[node.id];
+      b.sizes = evaluate(node.shape, symbols_);
+      node_bytes_[node.id] = tensor_bytes(b.sizes, node.dtype, node.origin);
+      check_iteration_space(node, b.sizes, symbols_);
+    }
+  }
+
+  // Buffers the steps read and write (arena pointers come once the arena is allocated).
+  void bind_buffers() {
+    for (const Node& node : g_.nodes()) {
+      Buffer& b = in_.buffers[node.id];
+      switch (placement(node.id)) {
+        case Placement::Input: {
+          const TensorView& view = inputs_.at(node.input_position);
+          b.ptr = reinterpret_cast<CUdeviceptr>(view.data);
+          b.strides = view.strides;
+          break;
+        }
+        case Placement::Constant:
+          b.ptr = reinterpret_cast<CUdeviceptr>(device_.constants[node.id].get()) +
+                  node.constant->storage_offset * dtype_size(node.dtype);
+          b.strides = node.constant->strides;
+          break;
+        case Placement::Arena:
+        case Placement::Output: b.strides = contiguous_strides(b.sizes); break;
+        case Placement::VirtualView:
+        case Placement::Register: break;
+      }
+    }
+  }
+
+  // Virtual views: strides derived from their base (arena bases are resolved after allocation).
+  void resolve_view(NodeId id, CUdeviceptr arena_base) {
+    const auto view = passes::as_affine_view(g_, id);
+    const Buffer& base = in_.buffers[view->base];
+    const CUdeviceptr base_ptr =
+        placement(view->base) == Placement::Arena ? arena_base + arena_.offset[view->base] : base.ptr;
+    Buffer& b = in_.buffers[id];
+    b.strides.assign(g_.node(id).rank(), 0);
+    int64_t elements = 0;
+    for (size_t d = 0; d < base.strides.size(); ++d) {
+      elements += evaluate(view->offset[d], symbols_) * base.strides[d];
+      for (size_t j = 0; j < b.strides.size(); ++j) {
+        b.strides[j] += evaluate(view->coefficients[d][j], symbols_) * base.strides[d];
+      }
+    }
+    b.ptr = base_ptr + elements * static_cast<int64_t>(dtype_size(g_.node(id).dtype));
+  }
+
+  cuda::MatmulShape matmul_shape(const Node& node) const {
+    const size_t rank = node.rank();
+    const std::vector<int64_t>& out = in_.buffers[node.id].sizes;
+    cuda::MatmulShape shape;
+    shape.dtype = node.dtype;
+    shape.batch = rank == 3 ? out[0] : 1;
+    shape.m = out[rank - 2];
+    shape.n = out[rank - 1];
+    shape.k = in_.buffers[node.inputs[0]].sizes[rank - 1];
+    shape.allow_tf32 = context_.allow_tf32;
+    return shape;
+  }
+
+  std::unique_ptr<cuda::Matmul> make_matmul(const Node& node) const {
+    const size_t rank = node.rank();
+    return std::make_unique<cuda::Matmul>(matmul_shape(node), matrix_of(in_.buffers[node.inputs[0]], rank),
+                                          matrix_of(in_.buffers[node.inputs[1]], rank),
+                                          epilogue_of(node, in_.buffers));
+  }
+
+  // Library plans (need operand strides, which are known now). Returns the workspace they need.
+  size_t plan_library_calls() {
+    for (size_t s = 0; s < steps().size(); ++s) {
+      if (steps()[s].kind != StepKind::LibraryMatmul) continue;
+      const Node& node = g_.node(steps()[s].node);
+      for (NodeId operand : node.inputs) {
+        if (placement(operand) == Placement::VirtualView) resolve_view(operand, 0);  // strides only, for now
+      }
+      const size_t rank = node.rank();
+      const cuda::MatmulShape shape = matmul_shape(node);
+      for (int side = 0; side < 2; ++side) {
+        const NodeId operand = node.inputs[side];
+        const cuda::MatrixOperand m = matrix_of(in_.buffers[operand], rank);
+        const int64_t rows = side == 0 ? shape.m : shape.k, cols = side == 0 ? shape.k : shape.n;
+        LUMINAL_CHECK(cuda::blas_compatible(m, rows, cols), "matmul operand of ", node.origin, " (",
+                      ir::node_signature(g_.node(operand)), ") has strides [", m.batch_stride, ", ", m.row_stride,
+                      ", ", m.col_stride, "] that cuBLASLt cannot read; make the weight contiguous");
+      }
+      matmul_steps_.push_back(s);
+      in_.matmuls.push_back(nullptr);  // created below, once pointers are final
+    }
+    // cuBLASLt's workspace need depends on the problem, not the pointers: plan with null data.
+    size_t workspace = 0;
+    for (size_t s : matmul_steps_) {
+      workspace = std::max(workspace, make_matmul(g_.node(steps()[s].node))->workspace_bytes());
+    }
+    return workspace;
+  }
+
+  // Arena: intermediates by liveness, then the library workspace (live throughout).
+  void allocate_arena(size_t workspace) {
+    const size_t workspace_offset = arena_.total;
+    const size_t arena_bytes =
+        checked_add(workspace_offset, align_to_arena(workspace, "the CUDA arena"), "the CUDA arena");
+    in_.arena = context_.allocator->allocate(std::max<size_t>(arena_bytes, kArenaAlignment), context_.device);
+    const CUdeviceptr arena_base = reinterpret_cast<CUdeviceptr>(in_.arena.get());
+    for (const Node& node : g_.nodes()) {
+      if (placement(node.id) == Placement::Arena) in_.buffers[node.id].ptr = arena_base + arena_.offset[node.id];
+    }
+    for (const Node& node : g_.nodes()) {
+      if (placement(node.id) == Placement::VirtualView) resolve_view(node.id, arena_base);
+    }
+    in_.workspace = reinterpret_cast<void*>(arena_base + workspace_offset);
+  }
+
+  void prepare_error_record() {
+    const cuda::DriverApi& api = cuda::driver();
+    in_.error_record = context_.allocator->allocate(4 * sizeof(int64_t), context_.device);
+    const CUstream stream = static_cast<CUstream>(context_.stream);
+    LUMINAL_CU(api.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(in_.error_record.get()), 0, 4 * sizeof(int64_t),
+                                   stream));
+    LUMINAL_CU(api.cuEventCreate(&in_.done, CU_EVENT_DISABLE_TIMING));
+  }
+
+  // A kernel parameter of `node`'s kernel: its value now, or where each call's value comes from.
+  void bind_param(const KernelParam& p, const Node& node, int kernel_index, Instance::Launch& launch) {
+    const size_t field = launch.fields.size();
+    uint64_t value = 0;
+    switch (p.kind) {
+      case ParamKind::Output:
+        if (placement(node.id) == Placement::Output) {
+          launch.externals.push_back({field, ExternalParam::Kind::OutputPointer, output_of(node.id)});
+        } else {
+          value = in_.buffers[node.id].ptr;
+        }
+        break;
+      case ParamKind::Input: {
+        const NodeId input = node.inputs[p.slot];
+        if (placement(input) == Placement::Input) {
+          launch.externals.push_back({field, ExternalParam::Kind::InputPointer, g_.node(input).input_position});
+        } else if (placement(input) == Placement::Output) {
+          // Another output this kernel reads: the caller's tensor.
+          launch.externals.push_back({field, ExternalParam::Kind::OutputPointer, output_of(input)});
+        } else {
+          value = in_.buffers[input].ptr;
+        }
+        break;
+      }
+      case ParamKind::ErrorFlag: value = reinterpret_cast<uint64_t>(in_.error_record.get()); break;
+      case ParamKind::CheckBase: value = static_cast<uint64_t>(program_.check_base.at(kernel_index)); break;
+      case ParamKind::Symbol: value = static_cast<uint64_t>(symbols_.at(p.symbol)); break;
+      case ParamKind::InputStride: {
+        const NodeId input = node.inputs[p.slot];
+        launch.externals.push_back({field, ExternalParam::Kind::InputStride, g_.node(input).input_position, p.dim});
+        break;
+      }
+      case ParamKind::NodePointer:
+        if (placement(p.slot) == Placement::Input) {
+          launch.externals.push_back({field, ExternalParam::Kind::InputPointer, g_.node(p.slot).input_position});
+        } else if (placement(p.slot) == Placement::Output) {
+          launch.externals.push_back({field, ExternalParam::Kind::OutputPointer, output_of(p.slot)});
+        } else {
+          LUMINAL_CHECK(placement(p.slot) == Placement::Constant, "internal error: row kernel reads node %", p.slot);
+          value = in_.buffers[p.slot].ptr;
+        }
+        break;
+      case ParamKind::NodeStride:
+        launch.externals.push_back({field, ExternalParam::Kind::InputStride, g_.node(p.slot).input_position, p.dim});
+        break;
+    }
+    launch.fields.push_back(value);
+  }
+
+  // Bytes a step reads and writes (an estimate for stats): the row kernel touches every tensor in
+  // memory, a node kernel its output and inputs.
+  size_t step_bytes(const schedule::Step& step) const {
+    const auto bytes_of = [&](const Node& n) {
+      return static_cast<size_t>(product(in_.buffers[n.id].sizes)) * dtype_size(n.dtype);
+    };
+    size_t bytes = 0;
+    if (step.kind == StepKind::RowKernel) {
+      for (const Node& n : g_.nodes()) bytes += placement(n.id) == Placement::Register ? 0 : bytes_of(n);
+      return bytes;
+    }
+    const Node& node = g_.node(step.node);
+    bytes += bytes_of(node);
+    for (NodeId input : node.inputs) bytes += bytes_of(g_.node(input));
+    return bytes;
+  }
+
+  // One launch per kernel of a step (a scatter's base copy, then the scatter).
+  void add_launch(size_t s, int kernel_index) {
+    const schedule::Step& step = steps()[s];
+    const Node& node = g_.node(step.node);
+    const Kernel& kernel = program_.kernels[kernel_index];
+    Instance::Launch launch;
+    launch.step = s;
+    launch.kernel = kernel_index;
+    for (const KernelParam& p : kernel.params) bind_param(p, node, kernel_index, launch);
+    const int64_t work = evaluate(kernel.outputs, symbols_) * kernel.threads_per_output;
+    if (work == 0 || product(in_.buffers[node.id].sizes) == 0) return;  // nothing to compute
+    if (kernel_index == program_.step_kernels[s].copy_kernel) {
+      const NodeId base = node.inputs[0];
+      launch.copy_bytes = static_cast<size_t>(product(in_.buffers[node.id].sizes)) * dtype_size(node.dtype);
+      if (placement(node.id) == Placement::Output && placement(base) == Placement::Input) {
+        launch.alias_output = output_of(node.id);
+        launch.alias_input = g_.node(base).input_position;
+      }
+    }
+    const int64_t block = kernel.block_size;
+    const int64_t blocks = (work + block - 1) / block;
+    // Node kernels loop over their elements; the row kernel has one thread per row.
+    const bool row_kernel = step.kind == StepKind::RowKernel;
+    LUMINAL_CHECK(!row_kernel || blocks <= 0x7fffffff, "batch of ", work, " rows is too large for one row-kernel launch");
+    launch.grid = static_cast<unsigned>(row_kernel ? blocks : std::min<int64_t>(blocks, 65535 * 8));
+    in_.bytes_per_call += step_bytes(step);
+    in_.launches.push_back(std::move(launch));
+  }
+
+  // cuBLASLt plans with final pointers; parameter inputs they read must keep their address.
+  void create_library_calls() {
+    for (size_t m = 0; m < matmul_steps_.size(); ++m) {
+      const Node& node = g_.node(steps()[matmul_steps_[m]].node);
+      const std::vector<int64_t>& out = in_.buffers[node.id].sizes;
+      in_.matmuls[m] = make_matmul(node);
+      // cuBLASLt's heuristic ranks candidates by a model; timing them on this device picks better
+      // kernels for the small and skinny shapes these graphs have (done once per instance).
+      if (product(out) > 0) {
+        host_syncs_ += in_.matmuls[m]->select_fastest(reinterpret_cast<void*>(in_.buffers[node.id].ptr),
+                                                                in_.workspace, static_cast<CUstream>(context_.stream));
+      }
+      for (NodeId operand : node.inputs) {
+        const NodeId base = view_base(operand);
+        if (placement(base) == Placement::Input) {
+          in_.parameter_pointers.emplace_back(g_.node(base).input_position, in_.buffers[base].ptr);
+        }
+      }
+      in_.bytes_per_call += static_cast<size_t>(product(out)) * dtype_size(node.dtype);
+      for (NodeId operand : node.inputs) {
+        in_.bytes_per_call += static_cast<size_t>(product(in_.buffers[operand].sizes)) * dtype_size(node.dtype);
+      }
+    }
+  }
+
+  NodeId view_base(NodeId id) const {
+    if (const auto view = passes::as_affine_view(g_, id)) return view->base;
+    return id;
+  }
+
+  // Adds `node` after the previous one (the graph is a chain).
+  void chain(CUgraphNode node) {
+    previous_ = node;
+    ++in_.graph_nodes;
+  }
+
+  // Captures the library call into a child graph.
+  void record_matmul(size_t matmul_index, const Node& node) {
+    const cuda::DriverApi& api = cuda::driver();
+    const CUstream capture = device_.capture_stream;
+    CUgraph child = nullptr;
+    LUMINAL_CU(api.cuStreamBeginCapture(capture, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    try {
+      in_.matmuls[matmul_index]->run(reinterpret_cast<void*>(in_.buffers[node.id].ptr), in_.workspace, capture);
+    } catch (...) {
+      api.cuStreamEndCapture(capture, &child);
+      if (child) api.cuGraphDestroy(child);
+      throw;
+    }
+    LUMINAL_CU(api.cuStreamEndCapture(capture, &child));
+    CUgraphNode added = nullptr;
+    const CUresult result = api.cuGraphAddChildGraphNode(&added, in_.graph, previous_ ? &previous_ : nullptr,
+                                                         previous_ ? 1 : 0, child);
+    api.cuGraphDestroy(child);
+    LUMINAL_CU(result);
+    chain(added);
+  }
+
+  void record_export_errors() {
+    CUDA_KERNEL_NODE_PARAMS params{};
+    params.func = device_.export_errors;
+    params.gridDimX = params.gridDimY = params.gridDimZ = 1;
+    params.blockDimX = params.blockDimY = params.blockDimZ = 1;
+    void* device_record = in_.error_record.get();
+    void* host_record = in_.host_error.values;
+    void* args[] = {&device_record, &host_record};
+    params.kernelParams = args;
+    CUgraphNode node = nullptr;
+    LUMINAL_CU(cuda::driver().cuGraphAddKernelNode(&node, in_.graph, previous_ ? &previous_ : nullptr,
+                                                   previous_ ? 1 : 0, &params));
+    chain(node);
+  }
+
+  // The CUDA graph: steps in order (a chain), then the error export.
+  void record_graph() {
+    const cuda::DriverApi& api = cuda::driver();
+    LUMINAL_CU(api.cuGraphCreate(&in_.graph, 0));
+    size_t launch_index = 0, matmul_index = 0;
+    for (size_t s = 0; s < steps().size(); ++s) {
+      const schedule::Step& step = steps()[s];
+      if (step.kind == StepKind::LibraryMatmul) {
+        const Node& node = g_.node(step.node);
+        if (product(in_.buffers[node.id].sizes) != 0) record_matmul(matmul_index, node);
+        ++matmul_index;
+        continue;
+      }
+      for (; launch_index < in_.launches.size() && in_.launches[launch_index].step == s; ++launch_index) {
+        Instance::Launch& launch = in_.launches[launch_index];
+        void* args[] = {launch.fields.data()};
+        const CUDA_KERNEL_NODE_PARAMS params = kernel_node(device_.functions[launch.kernel],
+                                                           program_.kernels[launch.kernel], launch.grid, args);
+        LUMINAL_CU(api.cuGraphAddKernelNode(&launch.node, in_.graph, previous_ ? &previous_ : nullptr,
+                                            previous_ ? 1 : 0, &params));
+        chain(launch.node);
+      }
+    }
+    record_export_errors();
+    LUMINAL_CU(api.cuGraphInstantiateWithFlags(&in_.exec, in_.graph, 0));
+  }
+
+  const CudaProgram& program_;
+  const DeviceState& device_;
+  size_t& host_syncs_;  // the executor's count of waits for the GPU
+  const ir::Graph& g_;
+  const BufferPlan& buffers_;
+  const SymbolValues& symbols_;
+  const CallContext& context_;
+  const std::vector<TensorView>& inputs_;
+  std::unique_ptr<Instance> instance_;
+  Instance& in_;
+  std::vector<size_t> node_bytes_;   // per node, evaluated
+  ArenaLayout arena_;
+  std::vector<size_t> matmul_steps_;  // the library steps, in order (index: in_.matmuls)
+  CUgraphNode previous_ = nullptr;    // the graph's last node so far
+};
+
+}  // namespace
+
+std::unique_ptr<Instance> build_instance(const CudaProgram& program, const DeviceState& device,
+                                         const SymbolValues& symbols, const CallContext& context,
+                                         const std::vector<TensorView>& inputs, size_t& host_syncs) {
+  return InstanceBuilder(program, device, symbols, context, inputs, host_syncs).build();
+}
+
+}  // namespace luminal::runtime::gpu

@@ -1,0 +1,141 @@
+// One instance of a CUDA program: the program instantiated for one shape binding (and stream and
+// TF32 setting): buffers, the arena, cuBLASLt plans, kernel parameters and the recorded CUDA graph.
+// Built by build_instance; replayed by the Executor (runtime/cuda/executor.h).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+#include "runtime/cuda/api.h"
+#include "runtime/cuda/cublaslt.h"
+#include "runtime/cuda/executor.h"
+#include "runtime/cuda/program.h"
+#include "runtime/symbols.h"
+#include "runtime/tensor.h"
+
+namespace luminal::runtime::gpu {
+
+// The launch configuration of one generated kernel, as a CUDA graph kernel node (also what a
+// direct launch needs). `args` must outlive the use of the result.
+CUDA_KERNEL_NODE_PARAMS kernel_node(CUfunction function, const codegen::Kernel& kernel, unsigned grid, void** args);
+
+// The module and the constants, loaded on the first device that runs the graph.
+struct DeviceState {
+  int device = 0;
+  CUcontext context = nullptr;  // the device's primary context (retained once)
+  std::string arch;
+  CUmodule module = nullptr;
+  std::vector<CUfunction> functions;  // per kernel
+  CUfunction export_errors = nullptr;
+  CUstream capture_stream = nullptr;
+  std::vector<std::shared_ptr<void>> constants;  // per node id (Constant nodes only)
+
+  ~DeviceState() {
+    // Best effort: at interpreter exit the context may already be gone.
+    try {
+      const cuda::DriverApi& api = cuda::driver();
+      if (capture_stream) api.cuStreamDestroy(capture_stream);
+      if (module) api.cuModuleUnload(module);
+    } catch (const Error&) {
+    }
+  }
+};
+
+struct Buffer {
+  CUdeviceptr ptr = 0;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+};
+
+// A kernel parameter whose value comes from the caller (input/output pointers, input strides).
+struct ExternalParam {
+  enum class Kind { InputPointer, InputStride, OutputPointer };
+  size_t field;  // index in the packed parameter struct
+  Kind kind;
+  int position;  // call input or output index
+  int dim = -1;
+};
+
+inline uint64_t external_value(const ExternalParam& e, const std::vector<TensorView>& inputs,
+                        const std::vector<TensorView>& outputs) {
+  switch (e.kind) {
+    case ExternalParam::Kind::InputPointer: return reinterpret_cast<uint64_t>(inputs[e.position].data);
+    case ExternalParam::Kind::InputStride: return static_cast<uint64_t>(inputs[e.position].strides[e.dim]);
+    case ExternalParam::Kind::OutputPointer: return reinterpret_cast<uint64_t>(outputs[e.position].data);
+  }
+  return 0;
+}
+
+// Page-locked host memory the GPU writes the error record into.
+struct PinnedRecord {
+  int64_t* values = nullptr;
+  PinnedRecord() {
+    void* p = nullptr;
+    LUMINAL_CU(cuda::driver().cuMemAllocHost(&p, 4 * sizeof(int64_t)));
+    values = static_cast<int64_t*>(p);
+    std::fill(values, values + 4, 0);
+  }
+  ~PinnedRecord() {
+    try {
+      if (values) cuda::driver().cuMemFreeHost(values);
+    } catch (const Error&) {
+    }
+  }
+  PinnedRecord(const PinnedRecord&) = delete;
+  PinnedRecord& operator=(const PinnedRecord&) = delete;
+};
+
+
+struct Instance {
+  std::shared_ptr<void> arena;
+  void* workspace = nullptr;  // cuBLASLt's, inside the arena
+  std::shared_ptr<void> error_record;  // device int64[4]
+  PinnedRecord host_error;
+  CUevent done = nullptr;
+  bool launched = false;
+  std::vector<Buffer> buffers;  // per node
+  std::vector<std::unique_ptr<cuda::Matmul>> matmuls;
+
+  struct Launch {
+    size_t step = 0;
+    int kernel = -1;
+    unsigned grid = 1;
+    std::vector<uint64_t> fields;
+    std::vector<ExternalParam> externals;
+    CUgraphNode node = nullptr;
+    // A scatter's base copy: skipped (its graph node disabled) on calls whose output is the base
+    // input's own memory. -1: always runs.
+    int alias_output = -1, alias_input = -1;
+    bool enabled = true;
+    size_t copy_bytes = 0;
+  };
+  std::vector<Launch> launches;
+  std::vector<std::pair<int, uint64_t>> parameter_pointers;  // (input, pointer) read by library calls
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  size_t bytes_per_call = 0;
+  size_t graph_nodes = 0;
+
+  ~Instance() {
+    try {
+      const cuda::DriverApi& api = cuda::driver();
+      if (exec) api.cuGraphExecDestroy(exec);
+      if (graph) api.cuGraphDestroy(graph);
+      if (done) api.cuEventDestroy(done);
+    } catch (const Error&) {
+    }
+  }
+};
+
+// Instantiates `program` on the device `device` loaded it on. Adds the host synchronizations it
+// needed (cuBLASLt algorithm timing) to `host_syncs`.
+std::unique_ptr<Instance> build_instance(const CudaProgram& program, const DeviceState& device,
+                                         const SymbolValues& symbols, const CallContext& context,
+                                         const std::vector<TensorView>& inputs, size_t& host_syncs);
+
+}  // namespace luminal::runtime::gpu
