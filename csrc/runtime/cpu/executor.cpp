@@ -23,13 +23,12 @@ using ir::Node;
 using ir::NodeId;
 using ir::NodeKind;
 
-// A tensor available during a run: caller memory, constant bytes or an owned intermediate.
+// A tensor available during a run: caller memory, constant bytes or an intermediate in the arena.
 struct Executor::Buffer {
   const void* data = nullptr;
   DType dtype = DType::F32;
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
-  std::unique_ptr<uint8_t[]> owned;
 };
 
 namespace {
@@ -212,79 +211,60 @@ LoadProof load_proof(const ir::Graph& graph, const Node& node, ir::IndexRanges r
 // ------------------------------------------------------------------------------------------------
 // Planning
 // ------------------------------------------------------------------------------------------------
-Executor::Executor(std::shared_ptr<const ir::Graph> graph) : graph_(std::move(graph)) {
+namespace {
+
+// One program: the target coordinates (results 0..rank-1), then the value.
+std::unique_ptr<Program> scatter_program(const ir::Graph& g, const Node& node) {
+  std::vector<Expr> roots = node.scatter_targets;
+  roots.push_back(node.body);
+  return std::make_unique<Program>(roots, node.origin, load_proof(g, node, ir::IndexRanges{node.scatter_domain, {}}));
+}
+
+}  // namespace
+
+// Programs for the node's body (pieces of a pointwise node; a reduction's body and ragged extent).
+void Executor::compile_node(const Node& node, NodePlan& plan) const {
   const ir::Graph& g = *graph_;
-  plans_.resize(g.size());
-  const auto users = g.users();
-  for (size_t k = 0; k < g.outputs.size(); ++k) {
-    if (g.outputs[k].kind == ir::GraphOutput::Kind::Tensor) plans_[g.outputs[k].node].output = static_cast<int>(k);
-  }
-  for (const Node& node : g.nodes()) {
-    NodePlan& plan = plans_[node.id];
-    for (NodeId user : users[node.id]) plan.last_use = std::max(plan.last_use, user);
-    switch (node.kind) {
-      case NodeKind::Input: plan.placement = Placement::Input; break;
-      case NodeKind::Constant: plan.placement = Placement::Constant; break;
-      case NodeKind::MatMul: break;
-      case NodeKind::Scatter: {
-        // One program: the target coordinates (results 0..rank-1), then the value.
-        std::vector<Expr> roots = node.scatter_targets;
-        roots.push_back(node.body);
-        plan.body = std::make_unique<Program>(roots, node.origin,
-                                              load_proof(g, node, ir::IndexRanges{node.scatter_domain, {}}));
-        break;
+  switch (node.kind) {
+    case NodeKind::Input:
+    case NodeKind::Constant:
+    case NodeKind::MatMul: break;
+    case NodeKind::Scatter: plan.body = scatter_program(g, node); break;
+    case NodeKind::Pointwise:
+      for (passes::PointwisePiece& piece : passes::split_pointwise(node)) {
+        ir::Shape box = node.shape;
+        if (piece.axis >= 0) box[piece.axis] = piece.extent;
+        const ir::IndexRanges ranges{box, {}};
+        plan.pieces.push_back(Piece{piece.axis, piece.begin, piece.extent,
+                                    std::make_unique<Program>(std::vector<Expr>{piece.body}, node.origin,
+                                                              load_proof(g, node, ranges))});
       }
-      case NodeKind::Pointwise:
-      case NodeKind::Reduce: {
-        if (node.kind == NodeKind::Pointwise) {
-          for (passes::PointwisePiece& piece : passes::split_pointwise(node)) {
-            ir::Shape box = node.shape;
-            if (piece.axis >= 0) box[piece.axis] = piece.extent;
-            const ir::IndexRanges ranges{box, {}};
-            plan.pieces.push_back(Piece{piece.axis, piece.begin, piece.extent,
-                                        std::make_unique<Program>(std::vector<Expr>{piece.body}, node.origin,
-                                                                  load_proof(g, node, ranges))});
-          }
-        } else {
-          ir::IndexRanges ranges{node.shape, {}};
-          for (const Expr& extent : node.reduce_extents) {
-            ranges.reduce_extents.push_back(ir::is_shape_expr(extent) ? extent : nullptr);
-          }
-          plan.body = std::make_unique<Program>(std::vector<Expr>{node.body}, node.origin, load_proof(g, node, ranges));
-          if (!ir::is_shape_expr(node.reduce_extents[0])) {
-            plan.extents = std::make_unique<Program>(std::vector<Expr>{node.reduce_extents[0]}, node.origin,
-                                                     load_proof(g, node, ir::IndexRanges{node.shape, {}}));
-          }
-        }
-        // A view read only by matmuls is never materialized: the matmul reads it by strides.
-        const bool only_matmul_users =
-            !users[node.id].empty() && std::all_of(users[node.id].begin(), users[node.id].end(),
-                                                  [&](NodeId u) { return g.node(u).kind == NodeKind::MatMul; });
-        if (node.kind == NodeKind::Pointwise && plan.output < 0 && only_matmul_users) {
-          plan.view = passes::as_affine_view(g, node.id);
-          if (plan.view && plans_[plan.view->base].placement != Placement::VirtualView) {
-            plan.placement = Placement::VirtualView;
-          }
-        }
-        break;
+      break;
+    case NodeKind::Reduce: {
+      ir::IndexRanges ranges{node.shape, {}};
+      for (const Expr& extent : node.reduce_extents) {
+        ranges.reduce_extents.push_back(ir::is_shape_expr(extent) ? extent : nullptr);
       }
-    }
-  }
-  // A virtual view keeps its base alive until the view's own last user.
-  for (const Node& node : g.nodes()) {
-    const NodePlan& plan = plans_[node.id];
-    if (plan.placement == Placement::VirtualView) {
-      NodePlan& base = plans_[plan.view->base];
-      base.last_use = std::max(base.last_use, plan.last_use);
+      plan.body = std::make_unique<Program>(std::vector<Expr>{node.body}, node.origin, load_proof(g, node, ranges));
+      if (!ir::is_shape_expr(node.reduce_extents[0])) {
+        plan.extents = std::make_unique<Program>(std::vector<Expr>{node.reduce_extents[0]}, node.origin,
+                                                 load_proof(g, node, ir::IndexRanges{node.shape, {}}));
+      }
+      break;
     }
   }
 }
 
-size_t Executor::kernel_count() const {
-  size_t count = 0;
-  for (const NodePlan& plan : plans_) count += plan.placement == Placement::Computed ? 1 : 0;
-  return count;
+Executor::Executor(std::shared_ptr<const ir::Graph> graph)
+    : graph_(std::move(graph)), plan_(schedule::plan_steps(*graph_)), buffers_(plan_buffers(*graph_, plan_)) {
+  const ir::Graph& g = *graph_;
+  plans_.resize(g.size());
+  for (const Node& node : g.nodes()) compile_node(node, plans_[node.id]);
+  // A view read only by matmuls is never materialized: the matmul reads its base by strides.
+  for (NodeId view : plan_.views) plans_[view].view = passes::as_affine_view(g, view);
 }
+
+size_t Executor::kernel_count() const { return plan_.steps.size(); }
 
 // ------------------------------------------------------------------------------------------------
 // One call
@@ -299,16 +279,19 @@ class Executor::Run {
   void execute() {
     LUMINAL_CHECK(outputs_.size() == graph_.outputs.size(), "expected ", graph_.outputs.size(), " output views, got ",
                   outputs_.size());
+    allocate_arena();
     const bool profile = env_flag("LUMINAL_PROFILE");
     for (const Node& node : graph_.nodes()) {
       const NodePlan& plan = ex_.plans_[node.id];
-      switch (plan.placement) {
+      switch (ex_.buffers_.placement[node.id]) {
         case Placement::Input: bind_input(node); break;
         case Placement::Constant: bind_constant(node); break;
         case Placement::VirtualView: break;
-        case Placement::Computed: {
+        case Placement::Register: fail("internal error: the CPU engine has no row kernel (node %", node.id, ")");
+        case Placement::Arena:
+        case Placement::Output: {
           const auto start = std::chrono::steady_clock::now();
-          prepare_destination(node, plan);
+          prepare_destination(node);
           compute(node, plan);
           if (profile) {
             const std::chrono::duration<double, std::micro> elapsed = std::chrono::steady_clock::now() - start;
@@ -318,7 +301,6 @@ class Executor::Run {
           break;
         }
       }
-      release_inputs_of(node);
     }
   }
 
@@ -343,47 +325,44 @@ class Executor::Run {
     b.strides = c.strides;
   }
 
-  void prepare_destination(const Node& node, const NodePlan& plan) {
+  // One arena per call for every intermediate (runtime/memory_plan.h): buffers whose lifetimes do
+  // not overlap share memory, as freeing each after its last reader did.
+  void allocate_arena() {
+    std::vector<size_t> bytes(graph_.size(), 0);
+    for (NodeId id : ex_.buffers_.arena_nodes) {
+      const Node& node = graph_.node(id);
+      bytes[id] = tensor_bytes(evaluate(node.shape, symbols_), node.dtype, node.origin);
+    }
+    layout_ = layout_arena(ex_.buffers_, bytes, "the CPU arena of intermediates");
+    arena_.reset(new uint8_t[std::max<size_t>(layout_.total, 1)]);
+  }
+
+  void prepare_destination(const Node& node) {
     Buffer& b = buffers_[node.id];
     b.dtype = node.dtype;
     b.sizes = evaluate(node.shape, symbols_);
     const size_t bytes = tensor_bytes(b.sizes, node.dtype, node.origin);
     b.strides = contiguous_strides(b.sizes);
-    if (node.kind == NodeKind::Scatter && plan.output < 0 && take_over_base(node, b)) return;
-    if (plan.output >= 0) {
-      const TensorView& out = outputs_[plan.output];
+    const int output = ex_.buffers_.output_of[node.id];
+    if (output >= 0) {
+      const TensorView& out = outputs_[output];
       LUMINAL_CHECK(out.dtype == node.dtype && out.sizes == b.sizes && out.is_contiguous() &&
                         out.device.type == DeviceType::CPU,
-                    "internal error: output #", plan.output, " view ", describe(out), " does not match ",
+                    "internal error: output #", output, " view ", describe(out), " does not match ",
                     ir::node_signature(node));
       b.data = out.data;
       return;
     }
-    b.owned.reset(new uint8_t[std::max<size_t>(bytes, 1)]);
-    if (poison_enabled()) std::memset(b.owned.get(), 0xFF, bytes);  // NaN for floats, -1 for integers
-    b.data = b.owned.get();
-  }
-
-  // A scatter whose base is an intermediate that nothing reads afterwards writes into the base's
-  // memory instead of a copy of it.
-  bool take_over_base(const Node& node, Buffer& b) {
-    const NodeId base_id = node.inputs[0];
-    const NodePlan& base_plan = ex_.plans_[base_id];
-    Buffer& base = buffers_[base_id];
-    if (base_plan.placement != Placement::Computed || base_plan.output >= 0 || base_plan.last_use != node.id ||
-        !base.owned || base.strides != b.strides) {
-      return false;
+    b.data = arena_.get() + layout_.offset[node.id];
+    // A scatter whose base is an intermediate that nothing reads afterwards writes into the base's
+    // memory (memory_plan.h): it holds the base's values, so no copy and no poison.
+    const NodeId base = ex_.buffers_.takes_over[node.id];
+    if (base >= 0) {
+      LUMINAL_CHECK(buffers_[base].data == b.data && buffers_[base].sizes == b.sizes, "internal error: ",
+                    node.origin, " takes over the memory of %", base, ", which does not match it");
+      return;
     }
-    b.owned = std::move(base.owned);
-    b.data = b.owned.get();
-    return true;
-  }
-
-  void release_inputs_of(const Node& node) {
-    for (NodeId input : node.inputs) {
-      const NodePlan& plan = ex_.plans_[input];
-      if (plan.last_use == node.id && plan.output < 0) buffers_[input].owned.reset();
-    }
+    if (poison_enabled()) std::memset(arena_.get() + layout_.offset[node.id], 0xFF, bytes);  // NaN; -1 for integers
   }
 
   void* destination(const Node& node) { return const_cast<void*>(buffers_[node.id].data); }
@@ -661,7 +640,7 @@ class Executor::Run {
     const NodePlan& plan = ex_.plans_[id];
     const void* data;
     std::vector<int64_t> strides;
-    if (plan.placement == Placement::VirtualView) {
+    if (ex_.buffers_.placement[id] == Placement::VirtualView) {
       const Buffer& base = buffers_[plan.view->base];
       const size_t out_rank = graph_.node(id).rank();
       strides.assign(out_rank, 0);
@@ -748,6 +727,8 @@ class Executor::Run {
   const std::vector<TensorView>& outputs_;
   const SymbolValues& symbols_;
   std::vector<Buffer> buffers_;
+  ArenaLayout layout_;                  // this call's offsets of the intermediates
+  std::unique_ptr<uint8_t[]> arena_;    // the intermediates' memory
 
  public:
   size_t copied_bytes_ = 0;  // scatter bases copied in this call

@@ -1,5 +1,6 @@
-// The CPU reference executor: runs every node of an optimized graph with the expression
-// interpreter (pointwise and reduce nodes) and a reference GEMM (matmul nodes).
+// The CPU reference executor: runs the steps of an optimized graph's plan (schedule/plan.h) with
+// the expression interpreter (pointwise, reduce and scatter nodes) and a reference GEMM (matmul
+// nodes), intermediates in one arena per call laid out by the shared memory planner.
 #pragma once
 
 #include <memory>
@@ -9,6 +10,8 @@
 #include "ir/graph.h"
 #include "passes/passes.h"
 #include "runtime/cpu/interpreter.h"
+#include "runtime/memory_plan.h"
+#include "schedule/plan.h"
 #include "runtime/symbols.h"
 #include "runtime/tensor.h"
 
@@ -29,8 +32,6 @@ class Executor {
   size_t kernel_count() const;
 
  private:
-  enum class Placement { Input, Constant, Computed, VirtualView };
-
   // A pointwise node runs as one or more pieces over boxes of its iteration space.
   struct Piece {
     int axis = -1;  // -1: the whole space
@@ -38,21 +39,23 @@ class Executor {
     std::unique_ptr<Program> program;
   };
 
+  // The programs that compute one node.
   struct NodePlan {
-    Placement placement = Placement::Computed;
-    int output = -1;  // graph output index written by this node
     std::vector<Piece> pieces;         // pointwise
-    std::unique_ptr<Program> body;     // reduce
+    std::unique_ptr<Program> body;     // reduce, scatter
     std::unique_ptr<Program> extents;  // ragged reductions: the per-element extent
-    std::optional<passes::AffineView> view;
-    ir::NodeId last_use = -1;  // last node that reads this one (intermediates are freed after it)
+    std::optional<passes::AffineView> view;  // views of the plan: read by strides
   };
 
   struct Buffer;
   class Run;
 
+  void compile_node(const ir::Node& node, NodePlan& plan) const;
+
   std::shared_ptr<const ir::Graph> graph_;
-  std::vector<NodePlan> plans_;
+  schedule::Plan plan_;  // the steps (schedule/plan.h), shared with the CUDA engine
+  BufferPlan buffers_;   // placement and lifetimes (runtime/memory_plan.h)
+  std::vector<NodePlan> plans_;  // per node
 };
 
 }  // namespace luminal::runtime::cpu
