@@ -99,7 +99,6 @@ void check_iteration_space(const Node& node, const std::vector<int64_t>& sizes, 
   element_count(space, str_cat("the iterations of ", node.origin));
 }
 
-
 // Instantiates the program for one shape binding (and stream and TF32 setting): buffers, the
 // arena, cuBLASLt plans, kernel parameters, then the recorded CUDA graph.
 class InstanceBuilder {

@@ -35,6 +35,9 @@ struct DeviceState {
   CUstream capture_stream = nullptr;
   std::vector<std::shared_ptr<void>> constants;  // per node id (Constant nodes only)
 
+  DeviceState() = default;
+  DeviceState(const DeviceState&) = delete;
+  DeviceState& operator=(const DeviceState&) = delete;
   ~DeviceState() {
     // Best effort: at interpreter exit the context may already be gone.
     try {
