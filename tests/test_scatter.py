@@ -215,3 +215,18 @@ def test_scatter_poisoned_output_has_every_element(dtype: torch.dtype, device: s
     x = rand(3, 5, 4, dtype=dtype, device=device)
     pos = torch.tensor([1, 3], device=device)
     check(put([None, pos]), x, rand(3, 2, 4, dtype=dtype, device=device), pos)
+
+
+def test_scatter_that_takes_over_its_base_read_by_a_matmul_through_a_view(device: str) -> None:
+    """The scatter writes into its dead base's memory (an arena slot after another live
+    intermediate); the matmul reads the scatter's transpose by strides, so that view must point at
+    the taken-over slot, not at the start of the arena."""
+
+    def fn(a: torch.Tensor, idx: torch.Tensor, v: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        m = a.amax(0, keepdim=True)  # computed first, read at the end
+        q = torch.relu(a - m) * 3.0  # read only by the scatter
+        s = torch.ops.aten.index_put(q, [idx], v)
+        return s.t() @ w + m.t()
+
+    idx = torch.tensor([1, 40], device=device)
+    check(fn, rand(64, 48, device=device), idx, rand(2, 48, device=device), rand(64, 40, device=device))
