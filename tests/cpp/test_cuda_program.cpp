@@ -1,0 +1,108 @@
+// CUDA programs (runtime/cuda/program.h): the plan of steps and generated code an Executor
+// instantiates. Building one needs no GPU; compiling its module is checked by the Python suite
+// (LUMINAL_CHECK_CUDA_CODEGEN).
+#if LUMINAL_HAVE_CUDA
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph_helpers.h"
+#include "passes/stage_library_operands.h"
+#include "runtime/cuda/program.h"
+#include "schedule/plan.h"
+
+namespace luminal {
+namespace {
+
+using ir::Expr;
+using ir::int_const;
+using ir::NodeId;
+using runtime::gpu::CudaProgram;
+using schedule::StepKind;
+using testing::GraphFixture;
+
+Expr twice(const std::vector<Expr>& v) { return ir::add(v[0], v[0]); }
+
+CudaProgram general_program(const ir::Graph& graph) {
+  passes::StagedGraph staged = passes::stage_library_operands(graph);
+  auto run_graph = std::make_shared<const ir::Graph>(std::move(staged.graph));
+  return runtime::gpu::build_cuda_program(run_graph, schedule::plan_steps(*run_graph), staged.copies);
+}
+
+TEST(CudaProgram, StepsOwnTheirKernelsInModuleOrder) {
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(6), int_const(4)});
+  const NodeId index = f.input(DType::I64, {int_const(2)});
+  const NodeId values = f.input(DType::F32, {int_const(2), int_const(4)});
+  const NodeId w = f.input(DType::F32, {int_const(6), int_const(3)});
+  const NodeId doubled = f.b().elementwise({frontend::Operand::of(x)}, DType::F32, DType::F32, twice);
+  const Expr row = ir::load(1, DType::I64, {ir::loop_var(0)});  // slot 0 is the base
+  const NodeId scattered = f.b().scatter(doubled, {int_const(2), int_const(4)}, {index, values},
+                                         {ir::check_index(row, int_const(6)), ir::loop_var(1)},
+                                         ir::load(2, DType::F32, {ir::loop_var(0), ir::loop_var(1)}), false);
+  const NodeId weight = f.b().elementwise({frontend::Operand::of(w)}, DType::F32, DType::F32, twice);
+  f.output(f.b().matmul(f.b().transpose(scattered, 0, 1), weight));
+  const CudaProgram program = general_program(f.graph());
+  const ir::Graph& g = *program.graph;
+  EXPECT_EQ(program.staging_copies, 1u);  // the matmul's output, copied out of the arena
+  ASSERT_EQ(program.step_kernels.size(), program.plan.steps.size());
+  size_t next_kernel = 0;
+  bool saw_scatter = false, saw_matmul = false;
+  for (size_t s = 0; s < program.plan.steps.size(); ++s) {
+    const schedule::Step& step = program.plan.steps[s];
+    const runtime::gpu::StepKernels& kernels = program.step_kernels[s];
+    switch (step.kind) {
+      case StepKind::LibraryMatmul:
+        saw_matmul = true;
+        EXPECT_EQ(kernels.kernel, -1);
+        EXPECT_EQ(g.node(step.node).kind, ir::NodeKind::MatMul);
+        break;
+      case StepKind::Scatter:
+        saw_scatter = true;
+        EXPECT_EQ(kernels.copy_kernel, static_cast<int>(next_kernel));  // the base copy comes first
+        EXPECT_EQ(kernels.kernel, static_cast<int>(next_kernel) + 1);
+        next_kernel += 2;
+        break;
+      case StepKind::Kernel:
+        EXPECT_EQ(kernels.kernel, static_cast<int>(next_kernel++));
+        EXPECT_EQ(kernels.copy_kernel, -1);
+        break;
+      case StepKind::RowKernel: ADD_FAILURE() << "a node-by-node plan has no row kernel"; break;
+    }
+  }
+  EXPECT_TRUE(saw_scatter && saw_matmul);
+  EXPECT_EQ(next_kernel, program.kernels.size());
+  ASSERT_EQ(program.plan.views.size(), 1u);  // the transpose is read by strides
+  EXPECT_EQ(program.buffers.placement[program.plan.views[0]], runtime::Placement::VirtualView);
+  // Check labels are indexed per kernel and name the node they belong to (the scatter's index check).
+  ASSERT_EQ(program.check_base.size(), program.kernels.size());
+  bool scatter_label = false;
+  for (const runtime::gpu::CheckLabel& label : program.check_labels) scatter_label |= label.origin == "test";
+  EXPECT_TRUE(scatter_label);
+  EXPECT_NE(program.module_source.find(runtime::gpu::kExportErrorsKernelName), std::string::npos);
+  for (const codegen::Kernel& kernel : program.kernels) {
+    EXPECT_NE(program.module_source.find(kernel.name), std::string::npos) << kernel.name;
+  }
+}
+
+TEST(CudaProgram, RowKernelPlanIsOneKernelWhoseChecksNameTheRowKernel) {
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {ir::symbol("s0"), int_const(4)});
+  const NodeId a = f.b().elementwise({frontend::Operand::of(x)}, DType::F32, DType::F32, twice);
+  f.output(f.b().elementwise({frontend::Operand::of(a)}, DType::F32, DType::F32, twice));
+  auto graph = std::make_shared<const ir::Graph>(f.graph());
+  const CudaProgram program =
+      runtime::gpu::build_cuda_program(graph, schedule::plan_row_kernel_steps(*graph, ir::symbol("s0")));
+  ASSERT_EQ(program.kernels.size(), 1u);
+  ASSERT_EQ(program.step_kernels.size(), 1u);
+  EXPECT_EQ(program.step_kernels[0].kernel, 0);
+  EXPECT_TRUE(program.plan.is_row_kernel());
+  EXPECT_EQ(program.buffers.placement[a], runtime::Placement::Register);
+  for (const runtime::gpu::CheckLabel& label : program.check_labels) EXPECT_EQ(label.origin, "the row kernel");
+}
+
+}  // namespace
+}  // namespace luminal
+#endif
