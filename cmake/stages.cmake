@@ -6,7 +6,9 @@
 # LUMINAL_STAGE_DEPS_*). An include of any other stage fails with "No such file or directory".
 #
 # To add a stage: append it to LUMINAL_STAGES after everything it uses and set its
-# LUMINAL_STAGE_DEPS_<stage> (direct dependencies; the ones below them follow). A stage whose
+# LUMINAL_STAGE_DEPS_<stage> (direct dependencies; the ones below them follow). Generated files
+# (an embedded .cuh) join a stage through LUMINAL_STAGE_EXTRA_SOURCES_<stage> and
+# LUMINAL_STAGE_EXTRA_INCLUDES_<stage>, set before luminal_add_core. A stage whose
 # folder holds no .cpp file yet (csrc/schedule/ while it is headers only, or absent) becomes an
 # INTERFACE library, so its dependents still see its headers.
 
@@ -83,6 +85,7 @@ function(luminal_add_core name)
   foreach(stage IN LISTS LUMINAL_STAGES)
     set(target ${name}_${stage})
     luminal_stage_sources(sources ${stage} "${ARG_WITH_CUDA}")
+    list(APPEND sources ${LUMINAL_STAGE_EXTRA_SOURCES_${stage}})
     luminal_stage_view(view ${stage})
     if(sources)
       add_library(${target} STATIC ${sources})
@@ -92,7 +95,7 @@ function(luminal_add_core name)
       add_library(${target} INTERFACE)
       set(scope INTERFACE)
     endif()
-    target_include_directories(${target} ${scope} ${view})
+    target_include_directories(${target} ${scope} ${view} ${LUMINAL_STAGE_EXTRA_INCLUDES_${stage}})
     target_compile_definitions(${target} ${scope} ${definitions})
     target_link_libraries(${target} ${scope} nlohmann_json::nlohmann_json)
     foreach(dep IN LISTS LUMINAL_STAGE_DEPS_${stage})
@@ -106,4 +109,19 @@ function(luminal_add_core name)
   # Third-party libraries, where they are used.
   target_link_libraries(${name}_pt2 PRIVATE libzip::zip)
   target_link_libraries(${name}_runtime PRIVATE ${CMAKE_DL_LIBS})
+endfunction()
+
+# ctest stage_layering: every stage can include the headers of the stages it depends on and no
+# others (cmake/check_stage_layering.cmake). Call after luminal_add_core, with testing enabled.
+function(luminal_add_stage_layering_test)
+  set(manifest ${CMAKE_BINARY_DIR}/stage_layering_manifest.cmake)
+  set(text "set(STAGES ${LUMINAL_STAGES})\nset(CSRC_DIR ${LUMINAL_CSRC_DIR})\nset(VIEWS_DIR ${LUMINAL_STAGE_VIEWS_DIR})\n")
+  foreach(stage IN LISTS LUMINAL_STAGES)
+    luminal_stage_closure(visible ${stage})
+    string(APPEND text "set(VISIBLE_${stage} ${visible})\n")
+  endforeach()
+  file(WRITE ${manifest} "${text}")
+  add_test(NAME stage_layering
+           COMMAND ${CMAKE_COMMAND} -DLAYERING_MANIFEST=${manifest} -DCOMPILER=${CMAKE_CXX_COMPILER}
+                   -DWORK_DIR=${CMAKE_BINARY_DIR}/stage_layering -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/check_stage_layering.cmake)
 endfunction()

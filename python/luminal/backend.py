@@ -1,10 +1,9 @@
 """The torch.compile backend: Dynamo graph -> torch.export -> PT2 bytes -> C++ core, under the
-failure policy (what luminal cannot run runs in eager). The top of the package's import graph:
-backend -> fallback -> export_cache -> compiled -> export; tests/test_import_graph.py keeps it a DAG."""
+failure policy (what luminal cannot run runs in eager). It sits above the other layers (export ->
+compiled -> export_cache -> fallback -> backend; tests/test_import_graph.py keeps them a DAG)."""
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,8 +25,6 @@ from luminal.policy import (
     parse_options,
     run_in_eager,
 )
-
-log = logging.getLogger("luminal")
 
 _state_lock = threading.Lock()
 _compiles = 0

@@ -1,6 +1,6 @@
 """Dynamo graph -> torch.export -> PT2 archive bytes, and the types that describe the result
-(CallLayout, ExportedGraph). The lowest layer of the backend: it imports no other backend module
-(backend -> fallback -> export_cache -> compiled -> export)."""
+(CallLayout, ExportedGraph). The lowest of the backend's layers (export -> compiled -> export_cache
+-> fallback -> backend -> explain; tests/test_import_graph.py): it imports none of the others."""
 
 from __future__ import annotations
 
