@@ -181,3 +181,24 @@ return %5, %3)");
 %3: f32[s0] = pointwise(%2) { mul(sum(r0 < 2: load0[i0, r0]), 0.5) }  # test
 return %3, %2)");
 }
+
+TEST(PassGolden, InlinePointwiseKeepsAProducerReadTwice) {
+  // exp is one arithmetic operation, above max_recompute_ops = 0: computed once, read twice.
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(3)});
+  const NodeId e = unary_op(f, x, ExprOp::Exp);
+  f.output(binary_op(f, e, unary_op(f, e, ExprOp::Neg), ExprOp::Add));
+  Graph graph = f.graph();
+  passes::inline_pointwise(graph, {});
+  EXPECT_EQ(text(passes::eliminate_dead_code(graph)), R"(%0: f32[3] = input user #0 "in0"
+%1: f32[3] = pointwise(%0) { exp(load0[i0]) }  # test
+%2: f32[3] = pointwise(%1) { add(load0[i0], neg(load0[i0])) }  # test
+return %2)");
+  passes::OptimizeOptions recompute;
+  recompute.max_recompute_ops = 1;  // now cheap enough to recompute at both reads
+  Graph fused = f.graph();
+  passes::inline_pointwise(fused, recompute);
+  EXPECT_EQ(text(passes::eliminate_dead_code(fused)), R"(%0: f32[3] = input user #0 "in0"
+%1: f32[3] = pointwise(%0) { add(exp(load0[i0]), neg(exp(load0[i0]))) }  # test
+return %1)");
+}
