@@ -27,6 +27,15 @@ def device(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(autouse=True)
+def settings_read_again_after_the_test() -> Iterator[None]:
+    """luminal reads the environment once; a test that changes it calls helpers.set_env, which
+    reloads. Autouse fixtures are set up before `monkeypatch`, so this teardown runs after the
+    monkeypatch is undone and luminal reads the restored environment."""
+    yield
+    luminal.settings.reload()
+
+
+@pytest.fixture(autouse=True)
 def fresh_dynamo() -> None:
     torch._dynamo.reset()
     luminal.reset_compile_count()

@@ -131,3 +131,16 @@ def assert_raises_when_run(fn: Callable[..., Any], *args: Any, match: str, valid
         if any(isinstance(a, torch.Tensor) and a.is_cuda for a in args):
             torch.cuda.synchronize()
             fn(*args)
+
+
+def set_env(patch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    """Sets an environment variable for this test and has luminal read the environment again: it
+    reads it once (luminal.settings, csrc/common/config.h). conftest reloads after every test,
+    once the monkeypatch is undone."""
+    patch.setenv(name, value)
+    luminal.settings.reload()
+
+
+def unset_env(patch: pytest.MonkeyPatch, name: str) -> None:
+    patch.delenv(name, raising=False)
+    luminal.settings.reload()

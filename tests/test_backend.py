@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import luminal
-from helpers import FunctionModule, assert_same, capturing_backend, rand
+from helpers import FunctionModule, assert_same, capturing_backend, rand, set_env
 from luminal import _C
 
 
@@ -119,7 +119,7 @@ def test_parameters_are_bound_by_pointer(device: str) -> None:
 
 
 def test_parameters_are_not_serialized() -> None:
-    from luminal.backend import export_graph
+    from luminal.export import export_graph
 
     big = torch.nn.Linear(256, 256)
     captured: dict[str, bytes] = {}
@@ -158,7 +158,7 @@ def test_wrong_input_dtype_raises() -> None:
 
 
 def _compile_graph(fn, *args):
-    from luminal.backend import _serialize
+    from luminal.export import _serialize
 
     exported = torch.export.export(FunctionModule(fn), args).run_decompositions()
     return _C.compile(_serialize(exported))  # the PT2 archive layout, on every torch version
@@ -185,7 +185,7 @@ def test_load_pt2_file_with_weights(tmp_path) -> None:
 def test_guards_fn_is_disabled_only_for_luminal_exports() -> None:
     from torch.export import _unlift
 
-    from luminal.backend import _luminal_export
+    from luminal.export import _luminal_export
 
     if not hasattr(_unlift, "_ok_to_generate_guards_fn"):
         pytest.skip("this torch has no guards function")
@@ -225,7 +225,7 @@ def _cached_archives(directory) -> list:
 
 
 def test_warm_compile_skips_export(device: str, tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("LUMINAL_CACHE_DIR", str(tmp_path))
+    set_env(monkeypatch, "LUMINAL_CACHE_DIR", str(tmp_path))
     model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.ReLU(), torch.nn.Linear(5, 3)).to(device)
     with torch.no_grad():
         x = rand(4, 6, device=device)
@@ -236,14 +236,14 @@ def test_warm_compile_skips_export(device: str, tmp_path, monkeypatch) -> None:
             raise AssertionError("torch.export ran although the export cache holds this graph")
 
         torch._dynamo.reset()
-        monkeypatch.setattr(luminal.backend, "export_graph", no_export)
+        monkeypatch.setattr(luminal.export_cache, "export_graph", no_export)
         y = rand(4, 6, device=device)
         assert_same(torch.compile(model, backend="luminal")(y), model(y))
     assert luminal.compile_count() == 2
 
 
 def test_export_cache_keys_on_shapes_and_ignores_corrupt_entries(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("LUMINAL_CACHE_DIR", str(tmp_path))
+    set_env(monkeypatch, "LUMINAL_CACHE_DIR", str(tmp_path))
     model = torch.nn.Linear(6, 5)
     with torch.no_grad():
         torch.compile(model, backend="luminal", dynamic=False)(rand(4, 6))
@@ -261,7 +261,7 @@ def test_export_cache_keys_on_shapes_and_ignores_corrupt_entries(tmp_path, monke
 
 
 def test_export_cache_can_be_disabled(tmp_path, monkeypatch) -> None:
-    monkeypatch.setenv("LUMINAL_CACHE_DIR", "")
+    set_env(monkeypatch, "LUMINAL_CACHE_DIR", "")
     model = torch.nn.Linear(3, 2)
     x = rand(2, 3)
     with torch.no_grad():
@@ -279,7 +279,7 @@ def test_cache_evicts_least_recently_used_files_over_its_limit(tmp_path, monkeyp
     """The kernel and export caches share one size limit; a hit makes an entry recently used."""
     from luminal import export_cache
 
-    monkeypatch.setenv("LUMINAL_CACHE_DIR", str(tmp_path))
+    set_env(monkeypatch, "LUMINAL_CACHE_DIR", str(tmp_path))
     old_kernel = tmp_path / "sm_90-old.cubin"
     old_kernel.write_bytes(b"k" * 1000)
     unrelated = tmp_path / "notes.txt"  # not a cache file: never removed
@@ -303,7 +303,7 @@ def test_cache_evicts_least_recently_used_files_over_its_limit(tmp_path, monkeyp
     # Storing a new entry over the limit evicts the least recently used files (the old entry first).
     for path in _cache_files(tmp_path):
         os.utime(path, (3_000 if path.parent.name == "graphs" else 4_000,) * 2)
-    monkeypatch.setenv("LUMINAL_CACHE_MAX_BYTES", str(rest + 10))
+    set_env(monkeypatch, "LUMINAL_CACHE_MAX_BYTES", str(rest + 10))
     monkeypatch.setattr(export_cache, "_measured", {})  # forget this process's last measurement
     torch._dynamo.reset()
     with torch.no_grad():
@@ -318,7 +318,7 @@ SIZES = [("", 2 << 30), ("1000", 1000), ("3k", 3072), ("2 M", 2 << 20)]
 def test_cache_limit_parses_sizes(text: str, expected: int, monkeypatch) -> None:
     from luminal import export_cache
 
-    monkeypatch.setenv("LUMINAL_CACHE_MAX_BYTES", text)
+    set_env(monkeypatch, "LUMINAL_CACHE_MAX_BYTES", text)
     assert export_cache.cache_limit_bytes() == expected
 
 
@@ -326,7 +326,7 @@ def test_cache_limit_parses_sizes(text: str, expected: int, monkeypatch) -> None
 def test_cache_limit_warns_once_on_invalid_sizes(text: str, monkeypatch) -> None:
     from luminal import export_cache
 
-    monkeypatch.setenv("LUMINAL_CACHE_MAX_BYTES", text)
+    set_env(monkeypatch, "LUMINAL_CACHE_MAX_BYTES", text)
     with pytest.warns(luminal.LuminalCacheWarning, match="LUMINAL_CACHE_MAX_BYTES=.* is not a size"):
         assert export_cache.cache_limit_bytes() == 2 << 30
     with warnings.catch_warnings():

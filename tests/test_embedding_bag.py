@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import luminal
-from helpers import assert_raises_when_run, assert_same, capturing_backend, check, rand
+from helpers import assert_raises_when_run, assert_same, capturing_backend, check, rand, set_env
 
 
 def bags(sizes: list[int], rows: int, dtype: torch.dtype = torch.int64, device: str = "cpu"):
@@ -201,7 +201,7 @@ def test_embedding_bag_valid_edge_offsets_match_eager(device: str) -> None:
 def test_embedding_bag_invalid_offsets_raise_in_the_megakernel(device: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A bag graph the row matcher takes (one thread per bag on CUDA; its IR on the CPU engine)."""
     if device == "cpu":
-        monkeypatch.setenv("LUMINAL_CPU_ROW_GRAPH", "1")
+        set_env(monkeypatch, "LUMINAL_CPU_ROW_GRAPH", "1")
     weight = rand(10, 4, device=device)
     captured: list = []
     compiled = torch.compile(
@@ -238,7 +238,7 @@ def test_embedding_bag_invalid_offsets_raise_through_load(
     case: str, decomposed: bool, device: str, tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A saved torch.export program, as saved (the public embedding_bag op) or decomposed."""
-    monkeypatch.setenv("LUMINAL_SYNC_CHECK", "1")  # CUDA: raise in the failing call
+    set_env(monkeypatch, "LUMINAL_SYNC_CHECK", "1")  # CUDA: raise in the failing call
     indices, valid, bad, include_last, match = bad_offsets_call(case, device)
     model = Bags(include_last).to(device).eval()
     exported = torch.export.export(model, (indices, valid))

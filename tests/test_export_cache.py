@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import luminal
-from helpers import assert_same, rand
+from helpers import assert_same, rand, set_env, unset_env
 from luminal import _C, export_cache, policy
 
 # The graphs compiled here: two tensor inputs of different shapes, so that swapped positions matter.
@@ -66,8 +66,8 @@ def _luminal_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
 
 @pytest.fixture
 def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("LUMINAL_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("LUMINAL_CACHE_MAX_BYTES", raising=False)
+    set_env(monkeypatch, "LUMINAL_CACHE_DIR", str(tmp_path))
+    unset_env(monkeypatch, "LUMINAL_CACHE_MAX_BYTES")
     return tmp_path
 
 
@@ -169,7 +169,7 @@ def test_bad_export_entry_is_rebuilt_and_reported_once(
     assert Path("/dev/zero").exists()
 
     torch._dynamo.reset()
-    monkeypatch.setattr(luminal.backend, "export_graph", _no_export)
+    monkeypatch.setattr(luminal.export_cache, "export_graph", _no_export)
     assert _luminal_warnings(_compile_in_thread(device)) == []  # a hit on the rebuilt entry
 
 
@@ -190,7 +190,7 @@ def test_directory_in_the_way_is_left_and_bypassed(device: str, cache_dir: Path)
 def test_entry_over_a_lowered_limit_is_refused(device: str, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _compile_in_thread(device)
     entry = _only_entry(cache_dir)
-    monkeypatch.setenv("LUMINAL_CACHE_MAX_BYTES", "100")
+    set_env(monkeypatch, "LUMINAL_CACHE_MAX_BYTES", "100")
     torch._dynamo.reset()
     reported = _luminal_warnings(_compile_in_thread(device))
     assert len(reported) == 1 and "over the cache limit of 100 bytes" in reported[0], reported
@@ -206,7 +206,7 @@ _RACE_EXPECTED = export_cache.ExpectedLayout(tensors=(0, 1), roles=("user", "use
 
 def _race_graph(writer: int) -> Any:
     """Writer-specific archive and metadata: a reader can tell whether they belong together."""
-    from luminal.backend import CallLayout, ExportedGraph
+    from luminal.export import CallLayout, ExportedGraph
 
     sizes = (2,) if writer == 0 else (2, 3)
     return ExportedGraph(
@@ -337,8 +337,8 @@ def test_cache_dir_expands_home(
     home, work = tmp_path / f"home-{device}", tmp_path / "work"
     home.mkdir()
     work.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("LUMINAL_CACHE_DIR", value)
+    set_env(monkeypatch, "HOME", str(home))
+    set_env(monkeypatch, "LUMINAL_CACHE_DIR", value)
     monkeypatch.chdir(work)
     assert _luminal_warnings(_compile_in_thread(device)) == []
     root = home / under_home
@@ -351,7 +351,7 @@ def test_cache_dir_expands_home(
 
 def test_relative_cache_dir_is_made_absolute_once(device: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("LUMINAL_CACHE_DIR", f"relative-{device}")
+    set_env(monkeypatch, "LUMINAL_CACHE_DIR", f"relative-{device}")
     assert _luminal_warnings(_compile_in_thread(device)) == []
     root = tmp_path / f"relative-{device}"
     assert _C.cache_directory() == str(root)
@@ -367,7 +367,7 @@ def test_unusable_cache_dir_warns_once_and_compiles(
 ) -> None:
     a_file = tmp_path / f"a-file-{device}"
     a_file.write_text("not a directory")
-    monkeypatch.setenv("LUMINAL_CACHE_DIR", str(a_file / "cache"))
+    set_env(monkeypatch, "LUMINAL_CACHE_DIR", str(a_file / "cache"))
     reported = _luminal_warnings(_compile_in_thread(device))
     assert len(reported) == 1 and "caching is off" in reported[0] and str(a_file) in reported[0], reported
     torch._dynamo.reset()
@@ -379,10 +379,10 @@ def test_unusable_dump_directories_warn_and_compile(
     device: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(policy, "_warned_once", set())
-    monkeypatch.setenv("LUMINAL_CACHE_DIR", "")
-    monkeypatch.setenv("LUMINAL_DUMP_PT2", "/dev/null")
+    set_env(monkeypatch, "LUMINAL_CACHE_DIR", "")
+    set_env(monkeypatch, "LUMINAL_DUMP_PT2", "/dev/null")
     # The core's notices are once per process: a value of its own per parametrization.
-    monkeypatch.setenv("LUMINAL_DUMP_KERNELS", f"/dev/null/{device}")
+    set_env(monkeypatch, "LUMINAL_DUMP_KERNELS", f"/dev/null/{device}")
     reported = _luminal_warnings(_compile_in_thread(device))
     assert any("LUMINAL_DUMP_PT2='/dev/null' is not usable" in m for m in reported), reported
     kernels_dumped = bool(os.environ.get("LUMINAL_CHECK_CUDA_CODEGEN")) and _C.has_cuda_engine()
@@ -392,9 +392,9 @@ def test_unusable_dump_directories_warn_and_compile(
 
 
 def test_dump_pt2_expands_home(device: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("LUMINAL_CACHE_DIR", "")
-    monkeypatch.setenv("LUMINAL_DUMP_PT2", "~/dumps")
+    set_env(monkeypatch, "HOME", str(tmp_path))
+    set_env(monkeypatch, "LUMINAL_CACHE_DIR", "")
+    set_env(monkeypatch, "LUMINAL_DUMP_PT2", "~/dumps")
     monkeypatch.chdir(tmp_path)
     assert _luminal_warnings(_compile_in_thread(device)) == []
     assert sorted(p.name for p in (tmp_path / "dumps").iterdir()) == ["graph_0000.pt2", "graph_0000.pt2.roles"]

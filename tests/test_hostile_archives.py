@@ -21,7 +21,7 @@ import pytest
 import torch
 
 import luminal
-from helpers import assert_same, rand
+from helpers import assert_same, rand, set_env
 
 GiB = 1 << 30
 
@@ -303,7 +303,7 @@ def test_declared_size_beyond_what_deflate_can_produce_is_corrupt(tmp_path) -> N
     path.write_bytes(patch_central_directory_size(buffer.getvalue(), "models/model.json", 0xFFFFFFF0))
     with pytest.raises(luminal.LuminalError, match="compressed bytes can hold"):
         with pytest.MonkeyPatch.context() as env:
-            env.setenv("LUMINAL_MAX_ARCHIVE_JSON_BYTES", str(8 * GiB))
+            set_env(env, "LUMINAL_MAX_ARCHIVE_JSON_BYTES", str(8 * GiB))
             luminal.load(path)
 
 
@@ -335,14 +335,14 @@ def test_max_archive_bytes_option_and_environment(base_archive, monkeypatch) -> 
     for bad in (0, -1, True, "1", 2**63):
         with pytest.raises(luminal.LuminalError, match="max_archive_bytes"):
             luminal.load(source, max_archive_bytes=bad)  # type: ignore[arg-type]
-    monkeypatch.setenv("LUMINAL_MAX_ARCHIVE_BYTES", "100")
+    set_env(monkeypatch, "LUMINAL_MAX_ARCHIVE_BYTES", "100")
     with pytest.raises(luminal.LuminalError, match="limit of 100"):
         luminal.load(source)
     for bad in ("abc", "0", "-5", "1e9", "12 MiB"):
-        monkeypatch.setenv("LUMINAL_MAX_ARCHIVE_BYTES", bad)
+        set_env(monkeypatch, "LUMINAL_MAX_ARCHIVE_BYTES", bad)
         with pytest.raises(luminal.LuminalError, match="LUMINAL_MAX_ARCHIVE_BYTES"):
             luminal.load(source)
-    monkeypatch.setenv("LUMINAL_MAX_ARCHIVE_BYTES", "1048576")
+    set_env(monkeypatch, "LUMINAL_MAX_ARCHIVE_BYTES", "1048576")
     luminal.load(source)
 
 

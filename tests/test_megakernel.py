@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 import luminal
-from helpers import assert_same, capturing_backend
+from helpers import assert_same, capturing_backend, set_env
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ VARIANTS = {
 def row_graph_on_cpu(monkeypatch: pytest.MonkeyPatch, device: str) -> None:
     # On CPU, run the megakernel's own IR (the GPU runs the kernel generated from it).
     if device == "cpu":
-        monkeypatch.setenv("LUMINAL_CPU_ROW_GRAPH", "1")
+        set_env(monkeypatch, "LUMINAL_CPU_ROW_GRAPH", "1")
 
 
 @pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32], ids=str)
@@ -154,7 +154,7 @@ def test_one_megakernel_serves_every_batch_size(device: str) -> None:
 
 
 def test_out_of_range_index_raises(device: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LUMINAL_SYNC_CHECK", "1")  # CUDA: raise in the failing call
+    set_env(monkeypatch, "LUMINAL_SYNC_CHECK", "1")  # CUDA: raise in the failing call
     variant = Variant()
     model = DLRMVariant(variant).to(device).eval()
     compiled, captured = compile_and_capture(model)

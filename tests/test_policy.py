@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import luminal
-from helpers import assert_raises_when_run, assert_same, capturing_backend, opaque, rand
+from helpers import assert_raises_when_run, assert_same, capturing_backend, opaque, rand, set_env
 from luminal import _C
 from luminal.policy import LuminalFallbackWarning
 
@@ -79,7 +79,7 @@ def _two_refusals(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def test_refused_nodes_are_typed_and_found_in_one_pass() -> None:
-    from luminal.backend import export_graph
+    from luminal.export import export_graph
 
     x, y = rand(7, dtype=torch.int64, low=1, high=3), rand(7, dtype=torch.int64, low=0, high=3)
     gm = torch.fx.symbolic_trace(_two_refusals)
@@ -159,7 +159,7 @@ def test_failing_partition_runs_in_eager_with_its_reason(
     error, or a planning error in its first call) runs in eager; the other partitions stay compiled."""
     from luminal import fallback
 
-    monkeypatch.setenv("LUMINAL_CACHE_DIR", "")  # every export in process: the program is at hand
+    set_env(monkeypatch, "LUMINAL_CACHE_DIR", "")  # every export in process: the program is at hand
     real = fallback.compile_exported
 
     def fails_at_first_call(*args: Any) -> Any:
@@ -194,12 +194,12 @@ def test_failing_partition_runs_in_eager_with_its_reason(
 # Whole-graph failures: export, core, first call
 # ------------------------------------------------------------------------------------------------
 def test_export_failure_runs_the_graph_in_eager(monkeypatch: pytest.MonkeyPatch, device: str) -> None:
-    monkeypatch.setenv("LUMINAL_CACHE_DIR", "")
+    set_env(monkeypatch, "LUMINAL_CACHE_DIR", "")
 
     def broken_export(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("simulated export failure")
 
-    monkeypatch.setattr(luminal.backend, "export_graph", broken_export)
+    monkeypatch.setattr(luminal.export_cache, "export_graph", broken_export)
     model = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.ReLU()).to(device)
     x = rand(3, 5, device=device)
     output, messages, captured = _compile_and_run(model, x)

@@ -18,7 +18,7 @@
 #endif
 
 #include "common/cache_files.h"
-#include "common/env.h"
+#include "common/config.h"
 #include "common/error.h"
 #include "common/notices.h"
 #include "frontend/translate.h"
@@ -197,19 +197,12 @@ runtime::CudaCallContext cuda_context(const at::Device& device) {
 }
 #endif
 
-// LUMINAL_CHECK_CUDA_CODEGEN=sm_90 (or 1 for sm_90): compile every graph's CUDA module with NVRTC
-// at compile time, also on machines without a GPU (the test suite sets it).
-std::string cuda_check_arch() {
-  const char* value = std::getenv("LUMINAL_CHECK_CUDA_CODEGEN");
-  if (!value || !*value || std::string(value) == "0") return "";
-  return std::string(value) == "1" ? "sm_90" : value;
-}
-
 runtime::CompileOptions compile_options(const std::vector<std::string>& roles, bool megakernel) {
   runtime::CompileOptions options;
-  options.check_cuda_arch = cuda_check_arch();
+  const std::shared_ptr<const Config> settings = config();
+  options.check_cuda_arch = settings->check_cuda_arch;
   options.megakernel = megakernel;
-  options.cpu_runs_row_graph = env_flag("LUMINAL_CPU_ROW_GRAPH");
+  options.cpu_runs_row_graph = settings->cpu_runs_row_graph;
   for (const std::string& role : roles) {
     if (role == "parameter") {
       options.input_roles.push_back(ir::InputRole::Parameter);
@@ -310,6 +303,7 @@ class PyCompiledGraph {
     std::vector<runtime::TensorView> out_views(infos.size());
     std::vector<bool> written_in_place(infos.size(), false);
     const at::Device device = call_device(inputs, infos);
+    const bool poison_outputs = config()->poison_outputs;
     for (size_t k = 0; k < infos.size(); ++k) {
       if (!infos[k].is_tensor) continue;
       const std::vector<int64_t> shape = core_->output_shape(k, symbols);
@@ -320,7 +314,7 @@ class PyCompiledGraph {
         continue;
       }
       tensors[k] = at::empty(shape, at::TensorOptions().dtype(to_scalar_type(infos[k].dtype)).device(device));
-      if (poison_enabled()) poison(tensors[k]);
+      if (poison_outputs) poison(tensors[k]);
       out_views[k] = to_view(tensors[k], k);
     }
     const bool on_cuda = device.is_cuda();
@@ -460,7 +454,7 @@ void register_unsupported_node_error(py::module_& m, const py::object& luminal_e
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
-  m.doc() = "luminal core: PT2 archives compiled to a CPU (and later CUDA) program";
+  m.doc() = "luminal core: PT2 archives compiled to a CPU or CUDA program";
 
   const auto luminal_error = py::register_exception<Error>(m, "LuminalError", PyExc_RuntimeError);
   const auto call_in_eager = py::register_exception<CallInEager>(m, "LuminalCallInEagerError", luminal_error.ptr());
@@ -560,6 +554,8 @@ PYBIND11_MODULE(_C, m) {
 #endif
       },
       "Forgets compiled CUDA modules held in memory (the disk cache stays).");
+  m.def("reload_config", &reload_config,
+        "Reads the LUMINAL_* environment variables again (they are read once, at first use; common/config.h).");
   m.def("cache_directory", [] { return cache_root(); },
         "The on-disk cache's root directory (LUMINAL_CACHE_DIR resolved, created and checked), '' when off.");
   m.def(

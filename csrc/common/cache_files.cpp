@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -16,6 +15,7 @@
 #include <thread>
 #include <tuple>
 
+#include "common/config.h"
 #include "common/error.h"
 #include "common/notices.h"
 
@@ -48,12 +48,12 @@ std::string resolve_user_directory(const std::string& value, std::string& proble
       problem = "only '~' and '~/...' are expanded, not '~user'";
       return "";
     }
-    const char* home = std::getenv("HOME");
-    if (home == nullptr || *home == '\0') {
+    const std::optional<std::string> home = config()->home;  // a copy: a reload may replace the snapshot
+    if (!home || home->empty()) {
       problem = "'~' cannot be expanded: HOME is not set";
       return "";
     }
-    path = std::string(home) + value.substr(1);
+    path = *home + value.substr(1);
   }
   std::error_code ec;
   const fs::path absolute = fs::absolute(fs::path(path), ec);
@@ -66,20 +66,20 @@ std::string resolve_user_directory(const std::string& value, std::string& proble
 
 namespace {
 
-// Where the environment points the cache, before checking the directory ("" and no problem: off).
-std::string configured_cache_root(std::string& problem) {
-  if (const char* configured = std::getenv("LUMINAL_CACHE_DIR")) {
-    if (*configured == '\0') return "";
-    const std::string path = resolve_user_directory(configured, problem);
-    if (!problem.empty()) problem = str_cat("LUMINAL_CACHE_DIR='", configured, "': ", problem);
+// Where the configuration points the cache, before checking the directory ("" and no problem: off).
+std::string configured_cache_root(const Config& settings, std::string& problem) {
+  if (const std::optional<std::string>& configured = settings.cache_dir) {
+    if (configured->empty()) return "";
+    const std::string path = resolve_user_directory(*configured, problem);
+    if (!problem.empty()) problem = str_cat("LUMINAL_CACHE_DIR='", *configured, "': ", problem);
     return path;
   }
   // XDG: a relative XDG_CACHE_HOME is invalid and ignored.
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/') {
-    return (fs::path(xdg) / "luminal").lexically_normal().string();
+  if (const std::optional<std::string>& xdg = settings.xdg_cache_home; xdg && !xdg->empty() && (*xdg)[0] == '/') {
+    return (fs::path(*xdg) / "luminal").lexically_normal().string();
   }
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
-    return resolve_user_directory((fs::path(home) / ".cache" / "luminal").string(), problem);
+  if (const std::optional<std::string>& home = settings.home; home && !home->empty()) {
+    return resolve_user_directory((fs::path(*home) / ".cache" / "luminal").string(), problem);
   }
   problem = "neither LUMINAL_CACHE_DIR, XDG_CACHE_HOME nor HOME is set";
   return "";
@@ -95,23 +95,19 @@ std::string unusable_because(const std::string& path) {
   return "";
 }
 
-std::string env_or(const char* name, const char* unset) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? unset : value;
-}
-
 }  // namespace
 
 std::string cache_root() {
-  // Per distinct environment (tests change it), resolved once: "\x01" marks an unset variable.
-  using EnvKey = std::tuple<std::string, std::string, std::string>;
+  // Per distinct configuration (tests change it and reload), resolved once.
+  using ConfigKey = std::tuple<std::optional<std::string>, std::optional<std::string>, std::optional<std::string>>;
   static std::mutex mutex;
-  static std::map<EnvKey, std::string> resolved;
-  const EnvKey env{env_or("LUMINAL_CACHE_DIR", "\x01"), env_or("XDG_CACHE_HOME", "\x01"), env_or("HOME", "\x01")};
+  static std::map<ConfigKey, std::string> resolved;
+  const std::shared_ptr<const Config> settings = config();
+  const ConfigKey key{settings->cache_dir, settings->xdg_cache_home, settings->home};
   std::lock_guard<std::mutex> lock(mutex);
-  if (const auto it = resolved.find(env); it != resolved.end()) return it->second;
+  if (const auto it = resolved.find(key); it != resolved.end()) return it->second;
   std::string problem;
-  std::string path = configured_cache_root(problem);
+  std::string path = configured_cache_root(*settings, problem);
   if (problem.empty() && !path.empty()) {
     const std::string why = unusable_because(path);
     if (!why.empty()) problem = str_cat("the cache directory ", path, " cannot be used: ", why);
@@ -122,7 +118,7 @@ std::string cache_root() {
                         "or to an empty value to silence this)"));
     path.clear();
   }
-  resolved.emplace(env, path);
+  resolved.emplace(key, path);
   return path;
 }
 

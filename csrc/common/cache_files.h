@@ -22,8 +22,10 @@ std::string resolve_user_directory(const std::string& value, std::string& proble
 // The cache's root directory, or "" when caching is off: LUMINAL_CACHE_DIR ("" disables it),
 // else $XDG_CACHE_HOME/luminal (when absolute), else $HOME/.cache/luminal. The directory is
 // created; a value that cannot be used (refused, not a directory, not writable) turns caching off
-// with one "cache" notice. Resolved once per distinct environment in a process, so a relative
-// LUMINAL_CACHE_DIR stays where it pointed at first use.
+// with one "cache" notice. Read from config() (common/config.h) and resolved once per distinct
+// configuration in a process, so a relative LUMINAL_CACHE_DIR stays where it pointed at first use.
+// The Python export cache asks for this directory (luminal._C.cache_directory) rather than
+// resolving it again.
 std::string cache_root();
 
 struct CacheEntryRead {

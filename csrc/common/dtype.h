@@ -1,10 +1,8 @@
-// Element types understood by the core, and their mapping from the PT2 serde numbering.
+// Element types understood by the core. Their PT2 serde numbering lives in pt2/dtype_codes.h.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
-#include <string>
 
 namespace luminal {
 
@@ -22,10 +20,5 @@ bool is_signed_integral(DType dtype);
 // What floating-point math in `dtype` computes in, as torch's kernels do: f64 for f64, else f32
 // (f16/bf16 are computed in f32 and rounded once).
 DType float_compute_dtype(DType dtype);
-
-// Serde ScalarType codes (torch/_export/serde/schema.py) — not c10::ScalarType.
-std::optional<DType> dtype_from_serde_code(int code);
-std::string serde_code_name(int code);  // "FLOAT", "COMPLEXFLOAT", ... or "code <n>"
-int serde_code(DType dtype);
 
 }  // namespace luminal

@@ -1,7 +1,12 @@
-// Debug switches read from the environment.
+// Transitional: the two executors still read LUMINAL_PROFILE, LUMINAL_SYNC_CHECK and
+// LUMINAL_POISON_OUTPUTS through these. Everything else reads config() (common/config.h), which
+// holds every variable; delete this header once the executors use config()->profile,
+// config()->sync_check and config()->poison_outputs.
 #pragma once
 
 #include <cstdlib>
+
+#include "common/config.h"
 
 namespace luminal {
 
@@ -11,8 +16,6 @@ inline bool env_flag(const char* name) {
   return value != nullptr && value[0] != '\0' && !(value[0] == '0' && value[1] == '\0');
 }
 
-// LUMINAL_POISON_OUTPUTS=1: outputs and intermediates are filled with garbage (NaN for floats)
-// before every run, so elements that a kernel fails to write cannot hide.
-inline bool poison_enabled() { return env_flag("LUMINAL_POISON_OUTPUTS"); }
+inline bool poison_enabled() { return config()->poison_outputs; }
 
 }  // namespace luminal

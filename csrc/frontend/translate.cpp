@@ -8,6 +8,7 @@
 #include "common/checked.h"
 #include "common/error.h"
 #include "ir/simplify.h"
+#include "pt2/dtype_codes.h"
 #include "pt2/sympy.h"
 
 namespace luminal::frontend {

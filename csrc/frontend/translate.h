@@ -1,7 +1,8 @@
 // ATen → IR translation.
 //
 // A translator is registered per full ATen target string ("torch.ops.aten.addmm.default"); each
-// op family lives in its own file and registers itself in registry.cpp. Translators read their
+// op family lives in its own file and registers itself through its register_*_ops function, which
+// Registry::instance() (translate.cpp) calls. Translators read their
 // arguments through Context, build IR through Builder, and bind every tensor they produce with
 // Context::set_output, which cross-checks dtype and shape against the export metadata.
 #pragma once

@@ -134,7 +134,9 @@ Expr instantiate(const Expr& body, const std::vector<Expr>& index, const Expr& m
   });
 }
 
-// Inlines producer input `slot` of `consumer`. Returns false when nothing was substituted.
+// Inlines producer input `slot` of `consumer`: each load of that slot becomes the producer's body
+// at the loaded index, and the producer's inputs join the consumer's (the slot itself stays until
+// compact_slots drops it).
 void inline_slot(Graph& graph, Node& consumer, size_t slot) {
   const Node& producer = graph.node(consumer.inputs[slot]);
   std::vector<int> slot_map;

@@ -7,8 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -17,7 +15,9 @@
 #include <utility>
 
 #include "common/checked.h"
+#include "common/config.h"
 #include "common/dtype.h"
+#include "pt2/dtype_codes.h"
 #include "common/error.h"
 #include "pt2/parse.h"
 
@@ -78,16 +78,10 @@ std::string trim(std::string text) {
 
 namespace {
 
-uint64_t parse_byte_limit(const char* variable, uint64_t fallback) {
-  const char* text = std::getenv(variable);
-  if (text == nullptr || text[0] == '\0') return fallback;
-  uint64_t value = 0;
-  const char* end = text + std::strlen(text);
-  const auto [rest, error] = std::from_chars(text, end, value);
-  if (error != std::errc() || rest != end || value == 0) {
-    fail(variable, "=\"", std::string(text).substr(0, 64), "\" is not a positive integer number of bytes");
-  }
-  return value;
+// A limit from the configuration, else `fallback`; raises for a value that is no byte count.
+uint64_t configured_byte_limit(const ByteLimitSetting& setting, uint64_t fallback) {
+  LUMINAL_CHECK(setting.problem.empty(), setting.problem);
+  return setting.bytes.value_or(fallback);
 }
 
 // Deflate cannot expand data by more than about 1032:1 (RFC 1951: 258 bytes per 2-bit code at
@@ -272,8 +266,9 @@ Archive::~Archive() = default;
 
 ReadLimits ReadLimits::from_environment() {
   ReadLimits limits;
-  limits.archive_bytes = parse_byte_limit("LUMINAL_MAX_ARCHIVE_BYTES", limits.archive_bytes);
-  limits.json_entry_bytes = parse_byte_limit("LUMINAL_MAX_ARCHIVE_JSON_BYTES", limits.json_entry_bytes);
+  const std::shared_ptr<const Config> settings = config();
+  limits.archive_bytes = configured_byte_limit(settings->max_archive_bytes, limits.archive_bytes);
+  limits.json_entry_bytes = configured_byte_limit(settings->max_archive_json_bytes, limits.json_entry_bytes);
   return limits;
 }
 

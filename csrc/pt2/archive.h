@@ -41,7 +41,7 @@ struct ReadLimits {
   // Everything read from one archive together: weights and constants above all.
   uint64_t archive_bytes = 64 * kGiB;
 
-  // The defaults, overridden by LUMINAL_MAX_ARCHIVE_BYTES (archive_bytes; it also caps
+  // The defaults, overridden (through config(), common/config.h) by LUMINAL_MAX_ARCHIVE_BYTES (archive_bytes; it also caps
   // json_entry_bytes) and LUMINAL_MAX_ARCHIVE_JSON_BYTES (json_entry_bytes), each a positive
   // integer number of bytes; anything else raises luminal::Error naming the variable.
   static ReadLimits from_environment();

@@ -3,7 +3,7 @@
 // are ignored by the parser, and missing optional keys take the schema defaults.
 //
 // Enum-valued fields (ScalarType, Layout, MemoryFormat) keep the raw serde integer codes; map
-// ScalarType codes with luminal::dtype_from_serde_code (common/dtype.h).
+// ScalarType codes with luminal::dtype_from_serde_code (pt2/dtype_codes.h).
 #pragma once
 
 #include <cstdint>

@@ -9,9 +9,13 @@ and runs it. Parameters are passed by pointer on every call; they are never copi
 
 import torch  # noqa: F401  (first: the extension links against libtorch, which torch loads)
 
-from luminal import _cuda_libraries  # noqa: F401  (registers where NVRTC and cuBLASLt live)
+from luminal import (
+    _cuda_libraries,  # noqa: F401  (registers where NVRTC and cuBLASLt live)
+    settings,  # noqa: F401  (luminal.settings.reload() after changing LUMINAL_* variables)
+)
 from luminal._C import LuminalError, LuminalUnsupportedError, clear_kernel_cache
-from luminal.backend import CompiledFunction, compile_count, luminal_backend, reset_compile_count
+from luminal.backend import compile_count, luminal_backend, reset_compile_count
+from luminal.compiled import CompiledFunction
 from luminal.explain import Explanation, explain
 from luminal.policy import LuminalCacheWarning, LuminalFallbackWarning, LuminalWarning
 from luminal.pt2 import load

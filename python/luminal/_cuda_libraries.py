@@ -3,11 +3,11 @@ CUDA toolkit. The core loads them on first use (dlopen), so nothing here needs a
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 from luminal import _C
+from luminal.settings import settings
 
 
 def _candidate_dirs() -> list[str]:
@@ -16,10 +16,7 @@ def _candidate_dirs() -> list[str]:
         nvidia = Path(entry) / "nvidia"
         if nvidia.is_dir():
             dirs.extend(str(lib) for lib in sorted(nvidia.glob("*/lib")) if lib.is_dir())
-    for variable in ("CUDA_HOME", "CUDA_PATH"):
-        root = os.environ.get(variable)
-        if root:
-            dirs.append(str(Path(root) / "lib64"))
+    dirs.extend(str(Path(root) / "lib64") for root in settings().cuda_homes)
     dirs.append("/usr/local/cuda/lib64")
     return list(dict.fromkeys(dirs))
 

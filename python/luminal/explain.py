@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from luminal import _C
-from luminal.backend import _serialize, export_program
+from luminal.export import _serialize, export_program
 from luminal.fallback import compute_nodes, eager_nodes, find_refusals, target_name
 from luminal.flops import shares
 from luminal.guards import alias_plan, autograd_reason

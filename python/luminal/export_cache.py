@@ -44,19 +44,17 @@ import torch.utils._pytree as pytree
 
 from luminal import _C
 from luminal.decompositions import natively_translated
+from luminal.export import CallLayout, ExportedGraph, _input_role, _require_one_device, export_graph
 from luminal.guards import specialized_scalars
 from luminal.policy import LuminalCacheWarning, report_core_notices, warn_once
+from luminal.settings import DEFAULT_CACHE_LIMIT_BYTES, settings
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from luminal.backend import ExportedGraph
-
 log = logging.getLogger("luminal")
 
 _FORMAT = 3  # bump when the stored layout or the export recipe changes
-_DEFAULT_LIMIT_BYTES = 2 << 30
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 _SUFFIX = ".graph"
 _MAGIC = b"LMGRAPH\n"
 _HEADER = struct.Struct("<8sIIQ")  # magic, format, metadata bytes, archive bytes; then the sha256
@@ -107,7 +105,7 @@ def _concrete_sizes(value: Any) -> str:
 def _recipe_fingerprint() -> str:
     """The luminal version and the export code itself: editing the recipe invalidates entries."""
     digest = hashlib.sha256()
-    for module in ("backend.py", "decompositions.py", "export_cache.py", "guards.py"):
+    for module in ("export.py", "decompositions.py", "export_cache.py", "guards.py"):
         digest.update((Path(__file__).parent / module).read_bytes())
     # The ops kept whole by the export depend on the translators the core has.
     digest.update(" ".join(sorted(natively_translated())).encode())
@@ -148,7 +146,7 @@ class BadEntry(Exception):
 
 @dataclass(frozen=True)
 class ExpectedLayout:
-    """What a cached entry must say about this compile's inputs (see backend.CallLayout): exactly
+    """What a cached entry must say about this compile's inputs (see export.CallLayout): exactly
     these tensor positions with these roles, and size positions drawn from the integer inputs."""
 
     tensors: tuple[int, ...]
@@ -159,7 +157,7 @@ class ExpectedLayout:
 def expected_layout(
     gm: torch.fx.GraphModule, example_inputs: Sequence[Any], roles: Sequence[str | None]
 ) -> ExpectedLayout:
-    """The layout backend.export_program gives this graph: every used tensor input, in order."""
+    """The layout export.export_program gives this graph: every used tensor input, in order."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     used = [i for i, node in enumerate(placeholders) if node.users and i < len(example_inputs)]
     tensors = tuple(i for i in used if isinstance(example_inputs[i], torch.Tensor))
@@ -294,8 +292,6 @@ def unpack_entry(data: bytes | bytearray) -> tuple[dict[str, Any], bytes]:
 
 def _exported_graph(meta: dict[str, Any], archive: bytes, key: str, expected: ExpectedLayout) -> ExportedGraph:
     """The entry as an ExportedGraph, after checking everything later code indexes with."""
-    from luminal.backend import CallLayout, ExportedGraph  # noqa: PLC0415  (imports this module)
-
     fields = {"key", "tensor_positions", "size_positions", "input_roles", "out_spec"}
     if set(meta) != fields:
         raise BadEntry(f"has metadata fields {sorted(meta)}, expected {sorted(fields)}")
@@ -436,23 +432,19 @@ def _entry_limit() -> int:
 
 
 def cache_limit_bytes() -> int:
-    """LUMINAL_CACHE_MAX_BYTES: a byte count, optionally with a K, M or G suffix; anything else
-    warns once and the default applies."""
-    raw = os.environ.get("LUMINAL_CACHE_MAX_BYTES", "")
-    text = raw.strip().upper()
-    if not text:
-        return _DEFAULT_LIMIT_BYTES
-    unit = text[-1] if text[-1] in _UNITS else ""
-    number = text[: len(text) - len(unit)].strip()
-    if not (number.isascii() and number.isdigit()):
+    """LUMINAL_CACHE_MAX_BYTES (luminal.settings): a byte count, optionally with a K, M or G
+    suffix; anything else warns once and the default applies."""
+    current = settings()
+    if current.cache_max_bytes is None:
+        raw = current.cache_max_bytes_text
         warn_once(
             f"cache-max-bytes:{raw}",
             f"luminal: LUMINAL_CACHE_MAX_BYTES={raw!r} is not a size (a byte count with an optional K, M or G "
-            f"suffix); the default of {_DEFAULT_LIMIT_BYTES} bytes applies",
+            f"suffix); the default of {DEFAULT_CACHE_LIMIT_BYTES} bytes applies",
             LuminalCacheWarning,
         )
-        return _DEFAULT_LIMIT_BYTES
-    return int(number) * _UNITS[unit]
+        return DEFAULT_CACHE_LIMIT_BYTES
+    return current.cache_max_bytes
 
 
 def prune(root: Path, limit_bytes: int) -> int:
@@ -515,3 +507,20 @@ def _write_atomically(path: Path, data: bytes) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def export_through_cache(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> ExportedGraph:
+    roles = [_input_role(v) if isinstance(v, torch.Tensor) else None for v in example_inputs]
+    key = cache_key(gm, example_inputs, roles)
+    cached = None
+    if key is not None:
+        cached = load(key, expected_layout(gm, example_inputs, roles))
+    if cached is not None:
+        log.debug("luminal: export cache hit %s", key)
+        tensors = [example_inputs[i] for i in cached.layout.tensors]
+        _require_one_device([f"input {i}" for i in cached.layout.tensors], tensors)
+        return cached
+    exported = export_graph(gm, example_inputs)
+    if key is not None and not exported.layout.host:  # the cache's layout has no host inputs
+        store(key, exported)
+    return exported

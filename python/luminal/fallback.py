@@ -35,14 +35,9 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 from luminal import _C
 from luminal._C import LuminalError, LuminalUnsupportedError
-from luminal.backend import (
-    CallLayout,
-    ExportedGraph,
-    compile_exported,
-    export_graph,
-    export_through_cache,
-    output_spec,
-)
+from luminal.compiled import compile_exported
+from luminal.export import CallLayout, ExportedGraph, export_graph, output_spec
+from luminal.export_cache import export_through_cache
 from luminal.flops import shares
 from luminal.guards import overlapping_inputs
 from luminal.policy import EagerPath, LuminalFallbackWarning, Options, first_line, warn_fallback

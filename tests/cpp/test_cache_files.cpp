@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/cache_files.h"
+#include "common/config.h"
 #include "common/notices.h"
 
 namespace luminal {
@@ -150,7 +151,8 @@ TEST_F(CacheFilesTest, RacingWritersAndReadersSeeWholeEntries) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);  // no temporaries left
 }
 
-// Sets an environment variable for one scope (nullopt: unset).
+// Sets an environment variable for one scope (nullopt: unset), and has the core read the
+// environment again (common/config.h) when it is set and when it is restored.
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
@@ -168,6 +170,7 @@ class ScopedEnv {
     } else {
       ::unsetenv(name_);
     }
+    reload_config();
   }
   const char* name_;
   std::optional<std::string> old_;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/checked.h"
+#include "common/config.h"
 #include "common/error.h"
 #include "pt2/archive.h"
 #include "zip_helpers.h"
@@ -125,16 +126,21 @@ TEST(ArchiveLimits, DeclaredSizesAreCheckedBeforeReading) {
 
 TEST(ArchiveLimits, EnvironmentIsValidated) {
   ::setenv("LUMINAL_MAX_ARCHIVE_BYTES", "12345", 1);
+  reload_config();
   EXPECT_EQ(pt2::ReadLimits::from_environment().archive_bytes, 12345u);
   EXPECT_EQ(pt2::ReadLimits::with_max_archive_bytes(77).archive_bytes, 77u);
   for (const char* bad : {"0", "-1", "12k", "1e9", " 5", "99999999999999999999999"}) {
     ::setenv("LUMINAL_MAX_ARCHIVE_BYTES", bad, 1);
+    reload_config();
     EXPECT_CONTAINS(error_of([] { pt2::ReadLimits::from_environment(); }), "LUMINAL_MAX_ARCHIVE_BYTES") << bad;
   }
   ::unsetenv("LUMINAL_MAX_ARCHIVE_BYTES");
+  reload_config();
   ::setenv("LUMINAL_MAX_ARCHIVE_JSON_BYTES", "x", 1);
+  reload_config();
   EXPECT_CONTAINS(error_of([] { pt2::ReadLimits::from_environment(); }), "LUMINAL_MAX_ARCHIVE_JSON_BYTES");
   ::unsetenv("LUMINAL_MAX_ARCHIVE_JSON_BYTES");
+  reload_config();
   const pt2::ReadLimits defaults = pt2::ReadLimits::from_environment();
   EXPECT_EQ(defaults.archive_bytes, uint64_t{64} << 30);
   EXPECT_EQ(defaults.json_entry_bytes, uint64_t{64} << 20);

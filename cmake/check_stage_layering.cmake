@@ -1,0 +1,33 @@
+# ctest stage_layering (cmake -P): for every pair of stages, preprocesses a one-line file that
+# includes a header of the second stage with the first stage's include view (cmake/stages.cmake).
+# Passes when every include of a stage below (or of itself) works and every other one fails with
+# "No such file". Inputs: LAYERING_MANIFEST (written at configure time), COMPILER, WORK_DIR.
+include(${LAYERING_MANIFEST})
+file(MAKE_DIRECTORY ${WORK_DIR})
+set(failures "")
+foreach(stage IN LISTS STAGES)
+  foreach(other IN LISTS STAGES)
+    file(GLOB headers RELATIVE ${CSRC_DIR} ${CSRC_DIR}/${other}/*.h)
+    if(NOT headers)
+      continue()
+    endif()
+    list(GET headers 0 header)
+    set(source ${WORK_DIR}/${stage}_includes_${other}.cpp)
+    file(WRITE ${source} "#include \"${header}\"\n")
+    execute_process(COMMAND ${COMPILER} -std=c++17 -E -o /dev/null -I${VIEWS_DIR}/${stage} ${source}
+                    RESULT_VARIABLE status ERROR_VARIABLE errors OUTPUT_QUIET)
+    list(FIND VISIBLE_${stage} ${other} allowed)
+    if(allowed GREATER -1 AND NOT status EQUAL 0)
+      list(APPEND failures "${stage} cannot include ${header}, a stage it depends on:\n${errors}")
+    elseif(allowed EQUAL -1 AND status EQUAL 0)
+      list(APPEND failures "${stage} can include ${header}, a stage it does not depend on")
+    elseif(allowed EQUAL -1 AND NOT errors MATCHES "${header}: No such file")
+      list(APPEND failures "${stage} including ${header} failed for another reason than a missing file:\n${errors}")
+    endif()
+  endforeach()
+endforeach()
+if(failures)
+  string(REPLACE ";" "\n" failures "${failures}")
+  message(FATAL_ERROR "stage layering:\n${failures}")
+endif()
+message(STATUS "stage layering: every stage sees exactly the stages it depends on")

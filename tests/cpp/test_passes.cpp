@@ -1,0 +1,204 @@
+// Golden IR before and after each pass of passes/passes.h, on graphs built by hand. The goldens
+// are Graph::to_string() text: a change in what a pass does shows up as a readable diff.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "graph_helpers.h"
+
+using namespace luminal;
+using namespace luminal::ir;
+using luminal::testing::GraphFixture;
+
+namespace {
+
+NodeId unary_op(GraphFixture& f, NodeId in, ExprOp op) {
+  return f.b().elementwise({frontend::Operand::of(in)}, DType::F32, DType::F32,
+                           [op](const std::vector<Expr>& v) { return unary(op, v[0]); });
+}
+
+NodeId binary_op(GraphFixture& f, NodeId a, NodeId b, ExprOp op) {
+  return f.b().elementwise({frontend::Operand::of(a), frontend::Operand::of(b)}, DType::F32, DType::F32,
+                           [op](const std::vector<Expr>& v) { return binary(op, v[0], v[1]); });
+}
+
+NodeId scaled(GraphFixture& f, NodeId in, double factor) {
+  return f.b().elementwise({frontend::Operand::of(in), frontend::Operand::number(factor, DType::F32)}, DType::F32,
+                           DType::F32, [](const std::vector<Expr>& v) { return binary(ExprOp::Mul, v[0], v[1]); });
+}
+
+// The graph as text without the trailing newline, for readable goldens.
+std::string text(const Graph& graph) {
+  std::string out = graph.to_string();
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+TEST(PassGolden, EliminateDeadCode) {
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(2)});
+  f.input(DType::F32, {int_const(9)});  // unused input: still part of the call signature
+  f.b().copy(x);                        // unused node
+  f.output(f.b().cast(x, DType::F64));
+  EXPECT_EQ(text(f.graph()), R"(%0: f32[2] = input user #0 "in0"
+%1: f32[9] = input user #1 "in1"
+%2: f32[2] = pointwise(%0) { load0[i0] }  # test
+%3: f64[2] = pointwise(%0) { f64(load0[i0]) }  # test
+return %3)");
+  EXPECT_EQ(text(passes::eliminate_dead_code(f.graph())), R"(%0: f32[2] = input user #0 "in0"
+%1: f32[9] = input user #1 "in1"
+%2: f64[2] = pointwise(%0) { f64(load0[i0]) }  # test
+return %2)");
+}
+
+TEST(PassGolden, InlinePointwise) {
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(4), int_const(3)});
+  const NodeId t = f.b().transpose(unary_op(f, x, ExprOp::Exp), 0, 1);
+  f.output(unary_op(f, unary_op(f, t, ExprOp::Sigmoid), ExprOp::Tanh));
+  EXPECT_EQ(text(f.graph()), R"(%0: f32[4, 3] = input user #0 "in0"
+%1: f32[4, 3] = pointwise(%0) { exp(load0[i0, i1]) }  # test
+%2: f32[3, 4] = pointwise(%1) { load0[i1, i0] }  # test
+%3: f32[3, 4] = pointwise(%2) { sigmoid(load0[i0, i1]) }  # test
+%4: f32[3, 4] = pointwise(%3) { tanh(load0[i0, i1]) }  # test
+return %4)");
+  Graph graph = f.graph();
+  passes::inline_pointwise(graph, {});
+  EXPECT_EQ(text(graph), R"(%0: f32[4, 3] = input user #0 "in0"
+%1: f32[4, 3] = pointwise(%0) { exp(load0[i0, i1]) }  # test
+%2: f32[3, 4] = pointwise(%0) { exp(load0[i1, i0]) }  # test
+%3: f32[3, 4] = pointwise(%0) { sigmoid(exp(load0[i1, i0])) }  # test
+%4: f32[3, 4] = pointwise(%0) { tanh(sigmoid(exp(load0[i1, i0]))) }  # test
+return %4)");
+}
+
+TEST(PassGolden, LowerSmallMatmuls) {
+  GraphFixture f;
+  const NodeId a = f.input(DType::F32, {int_const(4), int_const(8)});
+  const NodeId b = f.input(DType::F32, {int_const(8), int_const(3)});
+  f.output(f.b().matmul(a, b));
+  EXPECT_EQ(text(f.graph()), R"(%0: f32[4, 8] = input user #0 "in0"
+%1: f32[8, 3] = input user #1 "in1"
+%2: f32[4, 3] = matmul(%0, %1)  # test
+return %2)");
+  Graph graph = f.graph();
+  passes::lower_small_matmuls(graph, {});
+  EXPECT_EQ(text(graph), R"(%0: f32[4, 8] = input user #0 "in0"
+%1: f32[8, 3] = input user #1 "in1"
+%2: f32[4, 3] = reduce.sum(%0, %1) over [r0 < 8] { mul(load0[i0, r0], load1[r0, i1]) }  # test
+return %2)");
+  // K = 64 and N = 96: above both limits, the matmul stays for the library.
+  GraphFixture big;
+  big.output(big.b().matmul(big.input(DType::F32, {int_const(4), int_const(64)}),
+                            big.input(DType::F32, {int_const(64), int_const(96)})));
+  Graph kept = big.graph();
+  passes::lower_small_matmuls(kept, {});
+  EXPECT_EQ(text(kept), text(big.graph()));
+}
+
+TEST(PassGolden, InlineReductions) {
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(4), int_const(5)});
+  const NodeId sum = f.b().reduce_dims(x, {1}, /*keepdim=*/false, ReduceOp::Sum, DType::F32);
+  f.output(scaled(f, sum, 2.0));
+  EXPECT_EQ(text(f.graph()), R"(%0: f32[4, 5] = input user #0 "in0"
+%1: f32[4] = reduce.sum(%0) over [r0 < 5] { load0[i0, r0] }  # test
+%2: f32[4] = pointwise(%1) { mul(load0[i0], 2) }  # test
+return %2)");
+  Graph graph = f.graph();
+  passes::inline_reductions(graph, {});
+  EXPECT_EQ(text(graph), R"(%0: f32[4, 5] = input user #0 "in0"
+%1: f32[4] = reduce.sum(%0) over [r0 < 5] { load0[i0, r0] }  # test
+%2: f32[4] = pointwise(%0) { mul(sum(r0 < 5: load0[i0, r0]), 2) }  # test
+return %2)");
+}
+
+TEST(PassGolden, FuseMatmulEpilogues) {
+  GraphFixture f;
+  const NodeId a = f.input(DType::F32, {int_const(4), int_const(64)});
+  const NodeId w = f.input(DType::F32, {int_const(64), int_const(96)});
+  const NodeId bias = f.input(DType::F32, {int_const(96)});
+  f.output(unary_op(f, binary_op(f, f.b().matmul(a, w), bias, ExprOp::Add), ExprOp::Relu));
+  Graph graph = f.graph();
+  passes::inline_pointwise(graph, {});  // the epilogue is matched on one fused pointwise consumer
+  graph = passes::eliminate_dead_code(graph);
+  EXPECT_EQ(text(graph), R"(%0: f32[4, 64] = input user #0 "in0"
+%1: f32[64, 96] = input user #1 "in1"
+%2: f32[96] = input user #2 "in2"
+%3: f32[4, 96] = matmul(%0, %1)  # test
+%4: f32[4, 96] = pointwise(%3, %2) { relu(add(load0[i0, i1], load1[i1])) }  # test
+return %4)");
+  passes::fuse_matmul_epilogues(graph);
+  EXPECT_EQ(text(passes::eliminate_dead_code(graph)), R"(%0: f32[4, 64] = input user #0 "in0"
+%1: f32[64, 96] = input user #1 "in1"
+%2: f32[96] = input user #2 "in2"
+%3: f32[4, 96] = matmul(%0, %1, %2) + bias, relu  # test
+return %3)");
+}
+
+TEST(PassGolden, MaterializeOutputs) {
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(2)});
+  const NodeId y = f.b().copy(x);
+  f.output(x);
+  f.output(y);
+  f.output(y);
+  EXPECT_EQ(text(f.graph()), R"(%0: f32[2] = input user #0 "in0"
+%1: f32[2] = pointwise(%0) { load0[i0] }  # test
+return %0, %1, %1)");
+  Graph graph = f.graph();
+  passes::materialize_outputs(graph);
+  EXPECT_EQ(text(graph), R"(%0: f32[2] = input user #0 "in0"
+%1: f32[2] = pointwise(%0) { load0[i0] }  # test
+%2: f32[2] = pointwise(%0) { load0[i0] }  # copy of output 'out0'
+%3: f32[2] = pointwise(%1) { load0[i0] }  # copy of output 'out2'
+return %2, %1, %3)");
+}
+
+TEST(PassGolden, Optimize) {
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {symbol("s0"), int_const(8)});
+  const NodeId w = f.input(DType::F32, {int_const(8), int_const(2)});
+  const NodeId h = unary_op(f, f.b().matmul(x, w), ExprOp::Relu);
+  const NodeId total = f.b().reduce_dims(h, {1}, /*keepdim=*/false, ReduceOp::Sum, DType::F32);
+  f.output(scaled(f, total, 0.5));
+  f.output(h);
+  EXPECT_EQ(text(f.graph()), R"(symbols: s0 in [1, inf]
+%0: f32[s0, 8] = input user #0 "in0"
+%1: f32[8, 2] = input user #1 "in1"
+%2: f32[s0, 2] = matmul(%0, %1)  # test
+%3: f32[s0, 2] = pointwise(%2) { relu(load0[i0, i1]) }  # test
+%4: f32[s0] = reduce.sum(%3) over [r0 < 2] { load0[i0, r0] }  # test
+%5: f32[s0] = pointwise(%4) { mul(load0[i0], 0.5) }  # test
+return %5, %3)");
+  EXPECT_EQ(text(passes::optimize(f.graph())), R"(symbols: s0 in [1, inf]
+%0: f32[s0, 8] = input user #0 "in0"
+%1: f32[8, 2] = input user #1 "in1"
+%2: f32[s0, 2] = pointwise(%0, %1) { relu(sum(r0 < 8: mul(load0[i0, r0], load1[r0, i1]))) }  # test
+%3: f32[s0] = pointwise(%2) { mul(sum(r0 < 2: load0[i0, r0]), 0.5) }  # test
+return %3, %2)");
+}
+
+TEST(PassGolden, InlinePointwiseKeepsAProducerReadTwice) {
+  // exp is one arithmetic operation, above max_recompute_ops = 0: computed once, read twice.
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(3)});
+  const NodeId e = unary_op(f, x, ExprOp::Exp);
+  f.output(binary_op(f, e, unary_op(f, e, ExprOp::Neg), ExprOp::Add));
+  Graph graph = f.graph();
+  passes::inline_pointwise(graph, {});
+  EXPECT_EQ(text(passes::eliminate_dead_code(graph)), R"(%0: f32[3] = input user #0 "in0"
+%1: f32[3] = pointwise(%0) { exp(load0[i0]) }  # test
+%2: f32[3] = pointwise(%1) { add(load0[i0], neg(load0[i0])) }  # test
+return %2)");
+  passes::OptimizeOptions recompute;
+  recompute.max_recompute_ops = 1;  // now cheap enough to recompute at both reads
+  Graph fused = f.graph();
+  passes::inline_pointwise(fused, recompute);
+  EXPECT_EQ(text(passes::eliminate_dead_code(fused)), R"(%0: f32[3] = input user #0 "in0"
+%1: f32[3] = pointwise(%0) { add(exp(load0[i0]), neg(exp(load0[i0]))) }  # test
+return %1)");
+}
