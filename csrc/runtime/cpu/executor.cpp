@@ -9,7 +9,7 @@
 #include <type_traits>
 
 #include "common/checked.h"
-#include "common/env.h"
+#include "common/config.h"
 #include "common/error.h"
 #include "common/half.h"
 #include "ir/simplify.h"
@@ -280,7 +280,7 @@ class Executor::Run {
     LUMINAL_CHECK(outputs_.size() == graph_.outputs.size(), "expected ", graph_.outputs.size(), " output views, got ",
                   outputs_.size());
     allocate_arena();
-    const bool profile = env_flag("LUMINAL_PROFILE");
+    const bool profile = config()->profile;
     for (const Node& node : graph_.nodes()) {
       const NodePlan& plan = ex_.plans_[node.id];
       switch (ex_.buffers_.placement[node.id]) {
@@ -362,7 +362,7 @@ class Executor::Run {
                     node.origin, " takes over the memory of %", base, ", which does not match it");
       return;
     }
-    if (poison_enabled()) std::memset(arena_.get() + layout_.offset[node.id], 0xFF, bytes);  // NaN; -1 for integers
+    if (config()->poison_outputs) std::memset(arena_.get() + layout_.offset[node.id], 0xFF, bytes);  // NaN; -1 for integers
   }
 
   void* destination(const Node& node) { return const_cast<void*>(buffers_[node.id].data); }

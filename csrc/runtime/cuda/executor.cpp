@@ -9,7 +9,7 @@
 
 #include "common/cache_files.h"
 #include "common/checked.h"
-#include "common/env.h"
+#include "common/config.h"
 #include "common/error.h"
 #include "common/notices.h"
 #include "ir/check_label.h"
@@ -60,8 +60,9 @@ CUcontext use_primary_context(int device) {
 // LUMINAL_DUMP_KERNELS=<dir>: keeps every generated module (a debugging aid: a directory that
 // cannot be written gives one notice, never a failed compile).
 void dump_kernels(const std::string& source) {
-  const char* value = std::getenv("LUMINAL_DUMP_KERNELS");
-  if (!value || !*value) return;
+  const std::shared_ptr<const Config> settings = config();
+  const std::string& value = settings->dump_kernels_dir;
+  if (value.empty()) return;
   std::string problem;
   const std::string dir = resolve_user_directory(value, problem);
   std::error_code ec;
@@ -251,7 +252,7 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
   stats_.scatter_copy_bytes = 0;
   for (const Instance::Launch& launch : instance.launches) stats_.scatter_copy_bytes += launch.enabled ? launch.copy_bytes : 0;
   const CUstream stream = static_cast<CUstream>(context.stream);
-  if (env_flag("LUMINAL_PROFILE")) {
+  if (config()->profile) {
     run_steps_one_by_one(instance, stream);
     return;
   }
@@ -262,7 +263,7 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
   stats_.library_calls = instance.matmuls.size();
   stats_.graph_nodes = instance.graph_nodes;
   stats_.bytes_per_call = instance.bytes_per_call;
-  if (env_flag("LUMINAL_SYNC_CHECK")) raise_pending_errors(instance, /*wait=*/true);
+  if (config()->sync_check) raise_pending_errors(instance, /*wait=*/true);
 }
 
 // LUMINAL_PROFILE=1: every step is launched on its own between its own pair of events and the times
