@@ -14,16 +14,23 @@ import torch
 from helpers import assert_same, capturing_backend, rand
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "dlrm"))
-from model import DLRM, MINI, make_inputs  # noqa: E402
+from model import DLRM, MINI, DLRMConfig, make_inputs  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
 
-def test_repeated_calls_do_not_synchronize_cuda() -> None:
-    model = DLRM(MINI).cuda().eval()
+# The general path's first layer reads the user's dense input through cuBLASLt (K=13, N=128: too
+# wide to lower): the staging copy must be materialized, or a new input pointer rebuilds the
+# instance (a host wait per call).
+WIDE_BOTTOM = DLRMConfig(bottom=(128, 4))
+
+
+@pytest.mark.parametrize(("config", "megakernel"), [(MINI, True), (WIDE_BOTTOM, False)], ids=["megakernel", "general"])
+def test_repeated_calls_do_not_synchronize_cuda(config: DLRMConfig, megakernel: bool) -> None:
+    model = DLRM(config).cuda().eval()
     captured: list[Any] = []
-    compiled = torch.compile(model, backend=capturing_backend(captured))
-    batches = [make_inputs(MINI, 512, 2, device="cuda") for _ in range(6)]
+    compiled = torch.compile(model, backend=capturing_backend(captured, options={"megakernel": megakernel}))
+    batches = [make_inputs(config, 512, 2, device="cuda") for _ in range(6)]
     with torch.no_grad():
         compiled(*batches[0])  # compiles, builds the graph instance and tunes matmuls: may wait
         torch.cuda.synchronize()
@@ -42,6 +49,8 @@ def test_repeated_calls_do_not_synchronize_cuda() -> None:
         assert after["graph_builds"] == before["graph_builds"]
         assert after["calls"] == before["calls"] + len(batches) - 1
         assert after["launches_per_call"] == 1
+        assert after["megakernel"] == megakernel
+        assert (after["library_calls"] > 0) != megakernel  # the general case exercises a staged library operand
         for inputs, actual in zip(batches[1:], results, strict=True):
             assert_same(actual, model(*inputs))
 

@@ -35,7 +35,11 @@ struct Plan {
 };
 
 // Node by node: every compute node is a step in graph order, except views only matmuls read.
-Plan plan_steps(const ir::Graph& graph);
+// `stable_library_operands` (CUDA: library calls are captured into the call's CUDA graph with
+// fixed addresses): a view whose base is memory that changes per call (a user input or a graph
+// output, the caller's) is materialized instead, so that the staging copies of
+// passes/stage_library_operands.h actually copy and a new input pointer needs no rebuild.
+Plan plan_steps(const ir::Graph& graph, bool stable_library_operands = false);
 
 // One row kernel for a row-local graph (passes/row_plan.h) with batch extent `rows`.
 Plan plan_row_kernel_steps(const ir::Graph& graph, ir::Expr rows);
