@@ -12,24 +12,41 @@ using detail::KernelWriter;
 using ir::Node;
 using ir::NodeKind;
 
-Kernel generate_kernel(const Node& node, const std::vector<OperandInfo>& operands) {
-  if (node.contraction != ir::Contraction::None) {
-    LUMINAL_CHECK(operands.size() == 3, "internal error: grouped-rows operands of ", node.origin);
-    try {
-      return KernelWriter(node, operands).write_grouped_rows();
-    } catch (const Error& error) {
-      fail("CUDA code generation failed for ", node.origin, ": ", error.what());
-    }
-  }
-  LUMINAL_CHECK(node.kind == NodeKind::Pointwise || node.kind == NodeKind::Reduce || node.kind == NodeKind::Scatter,
+namespace {
+
+void check_request(const Node& node, const std::vector<OperandInfo>& operands) {
+  const bool grouped_rows = node.contraction != ir::Contraction::None;
+  LUMINAL_CHECK(grouped_rows || node.kind == NodeKind::Pointwise || node.kind == NodeKind::Reduce ||
+                    node.kind == NodeKind::Scatter,
                 "internal error: no kernel for ", ir::node_kind_name(node.kind), " node ", node.origin);
-  LUMINAL_CHECK(operands.size() == node.inputs.size(), "internal error: operand info for ", node.origin);
+  LUMINAL_CHECK(operands.size() == (grouped_rows ? 3 : node.inputs.size()), "internal error: operand info for ",
+                node.origin);
+}
+
+}  // namespace
+
+Kernel render_kernel(const Node& node, const std::vector<OperandInfo>& operands,
+                     const schedule::KernelSchedule& schedule) {
+  check_request(node, operands);
+  detail::check_renderable(node, operands, schedule);  // outside the try: a ScheduleError stays typed
   try {
-    KernelWriter writer(node, operands);
+    KernelWriter writer(node, operands, schedule);
+    if (node.contraction != ir::Contraction::None) return writer.write_grouped_rows();
     return node.kind == NodeKind::Scatter ? writer.write_scatter() : writer.write();
   } catch (const Error& error) {
     fail("CUDA code generation failed for ", node.origin, ": ", error.what());
   }
+}
+
+Kernel generate_kernel(const Node& node, const std::vector<OperandInfo>& operands) {
+  check_request(node, operands);
+  schedule::KernelSchedule chosen;
+  try {
+    chosen = schedule::choose_schedule(node, operands);
+  } catch (const Error& error) {
+    fail("CUDA code generation failed for ", node.origin, ": ", error.what());
+  }
+  return render_kernel(node, operands, chosen);
 }
 
 std::string module_source(const std::vector<Kernel>& kernels) {

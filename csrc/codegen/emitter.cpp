@@ -61,6 +61,10 @@ void KernelWriter::name_and_finish(Kernel& kernel, const std::string& text) cons
   kernel.source = replace_all(text, "LM_KERNEL", kernel.name);
   kernel.params = params_;
   kernel.check_labels = *check_labels_;
+  kernel.schedule = schedule_;
+  kernel.block_size = schedule_.block_size;
+  kernel.threads_per_output = schedule_.threads_per_output;
+  kernel.grid_y = schedule_.pieces;
 }
 
 // The kernel-local id of a check label.
@@ -220,12 +224,14 @@ std::string KernelWriter::emit_fold(const Expr& e, int scope) {
   // warp-uniform); its partial results are combined across lanes with shuffles.
   const bool cooperative = warp_mode_ && !inside_loop(scope);
   std::optional<VectorFold> vector;
-  if (!cooperative && !unroll_folds_) vector = emit_vector_fold(e, scope, c, acc);
+  if (!cooperative && !unroll_folds_ && schedule_.vector_width == schedule::kFloat4) {
+    vector = emit_vector_fold(e, scope, c, acc);
+  }
   line(scope, str_cat(c.acc_type, " ", acc, " = ", c.init, ";"));
   if (vector) {
     line(scope, str_cat("if (", vector->condition, ") {"));
     line(scope, "#pragma unroll");
-    line(scope, str_cat("for (lm_i64 ", var, " = 0; ", var, " < ", extent, "; ", var, " += ", kVectorWidth, ") {"));
+    line(scope, str_cat("for (lm_i64 ", var, " = 0; ", var, " < ", extent, "; ", var, " += ", schedule_.vector_width, ") {"));
     scopes_[scope]->code << vector->code;
     line(scope, "}");
     line(scope, "} else {");

@@ -20,8 +20,6 @@ Kernel KernelWriter::write_grouped_rows() {
   const Expr inner = operands_.at(0).shape[1], groups = operands_.at(1).shape[0];
   const bool transposed = node_.contraction == ir::Contraction::GroupedRowsTransposedB;  // b is [G, N, K]
   Kernel kernel;
-  kernel.block_size = kGroupedThreads;
-  kernel.threads_per_output = kGroupedThreads;
   // Tiles: per column tile, at most ceil(M / 64) + G row tiles (one partial tile per group) plus
   // the tail of rows past the last end (written as zeros).
   const Expr tile = ir::int_const(kGroupedTile);

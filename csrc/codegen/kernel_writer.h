@@ -1,5 +1,7 @@
 // Private to csrc/codegen: the writer that renders one IR node (or one node of a row kernel) as
-// CUDA C. Its member functions live in several files, by concern:
+// CUDA C under a given schedule (schedule/kernel_schedule.h), which it follows and never changes;
+// check_renderable (schedule_check.cpp) refuses a schedule before the writer sees it. Its member
+// functions live in several files, by concern:
 //   emitter.cpp       scopes, structural CSE, folds, parameters, naming
 //   expressions.cpp   expression values, loads, operand strides (scalar ops: scalar_code.cpp)
 //   vector_folds.cpp  float4 folds and fold groups (row kernels)
@@ -29,12 +31,11 @@ using ir::ExprOp;
 using ir::Node;
 using ir::NodeKind;
 
-constexpr size_t kMaxPieces = 256;
-constexpr int64_t kWarpFoldLength = 64;
+using schedule::KernelSchedule;
+using schedule::Mapping;
 
 // Grouped-rows GEMM tiles (see KernelWriter::write_grouped_rows).
 constexpr int kGroupedTile = 64;
-constexpr int kGroupedThreads = 128;
 
 // The C name of a shape symbol's kernel parameter.
 std::string sanitize(const std::string& symbol);
@@ -43,9 +44,14 @@ class KernelWriter {
  public:
   // `check_labels`: where the labels of the checks go (shared by the nodes of a row kernel);
   // null: the writer's own list, which name_and_finish hands to the kernel.
-  KernelWriter(const Node& node, const std::vector<OperandInfo>& operands,
+  KernelWriter(const Node& node, const std::vector<OperandInfo>& operands, const KernelSchedule& schedule,
                std::vector<std::string>* check_labels = nullptr)
-      : node_(node), operands_(operands), check_labels_(check_labels ? check_labels : &own_check_labels_) {}
+      : node_(node),
+        operands_(operands),
+        schedule_(schedule),
+        check_labels_(check_labels ? check_labels : &own_check_labels_),
+        warp_mode_(schedule.mapping == Mapping::WarpPerOutput),
+        unroll_folds_(schedule.mapping == Mapping::ThreadPerRow) {}
 
   // ---- shape expressions (i64, symbols only) ----
   static std::string shape_code(const Expr& e);
@@ -78,8 +84,6 @@ class KernelWriter {
   };
 
   // ---- vectorized folds (vector_folds.cpp) ----
-  static constexpr int kVectorWidth = 4;
-
   struct VectorFold {
     std::string condition;  // run-time: every vector load aligned (and unit innermost stride)
     std::string code;       // the vector loop's body
@@ -119,8 +123,6 @@ class KernelWriter {
   std::string row_load_code(const Expr& e, int scope);
 
   // ---- vectorized folds and fold groups (vector_folds.cpp) ----
-  bool varies_with(const Expr& e, int var);
-  bool vector_loads(const Expr& e, int var, std::vector<Expr>& loads, std::unordered_set<const ir::ExprNode*>& seen);
   std::string vector_load_condition(const Expr& load);
   std::optional<VectorFold> emit_vector_fold(const Expr& fold, int scope, const Combine& c, const std::string& acc);
   static std::vector<Expr> unconditional_folds(const Expr& root);
@@ -132,14 +134,15 @@ class KernelWriter {
   static ir::Shape piece_shape_of(const Node& node, const passes::PointwisePiece& piece);
   ir::Shape piece_shape(const passes::PointwisePiece& piece) const { return piece_shape_of(node_, piece); }
   std::string pieces_body(const std::vector<passes::PointwisePiece>& pieces);
-  bool has_long_top_level_fold(const Expr& body) const;
-  Schedule choose_reduce_schedule() const;
   static Combine combine_code(ir::ReduceOp op, DType t);
   std::string warp_combine(const Combine& c) const;
-  std::string reduce_body(Schedule schedule);
+  std::string reduce_body();
+  // `__launch_bounds__(<block size>)`
+  std::string launch_bounds() const;
 
   const Node& node_;
   const std::vector<OperandInfo>& operands_;
+  const KernelSchedule schedule_;
   std::vector<KernelParam> params_;
   std::vector<std::unique_ptr<Scope>> scopes_;
   std::unordered_map<const ir::ExprNode*, std::vector<int>> free_vars_;
@@ -148,8 +151,14 @@ class KernelWriter {
   std::vector<std::string>* check_labels_;
   int counter_ = 0;
   bool uses_checks_ = false;
-  bool warp_mode_ = false;
-  bool unroll_folds_ = false;
+  // From the schedule: a warp per output shares top-level folds among its lanes; row kernels
+  // unroll static folds (their row arrays stay in registers) and have no float4 folds.
+  const bool warp_mode_;
+  const bool unroll_folds_;
 };
+
+// Raises schedule::ScheduleError when `schedule` does not fit `node` (schedule_check.cpp).
+void check_renderable(const Node& node, const std::vector<OperandInfo>& operands, const KernelSchedule& schedule);
+void check_row_renderable(const KernelSchedule& schedule);
 
 }  // namespace luminal::codegen::detail

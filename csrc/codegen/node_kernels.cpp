@@ -11,35 +11,31 @@ Kernel KernelWriter::write() {
   Kernel kernel;
   kernel.outputs = ir::product(node_.shape);
   std::vector<passes::PointwisePiece> pieces;
-  if (node_.kind == NodeKind::Reduce) {
-    kernel.schedule = choose_reduce_schedule();
-  } else {
+  if (schedule_.mapping == Mapping::Pieces) {
     pieces = passes::split_pointwise(node_);
-    if (pieces.size() > 1 && pieces.size() <= kMaxPieces) {
-      kernel.schedule = Schedule::Pieces;
-      kernel.grid_y = static_cast<int>(pieces.size());
-      Expr largest = ir::int_const(0);
-      for (const passes::PointwisePiece& piece : pieces) largest = ir::max(largest, ir::product(piece_shape(piece)));
-      kernel.outputs = ir::simplify(largest, {});
-    } else if (has_long_top_level_fold(node_.body)) {
-      kernel.schedule = Schedule::WarpPerOutput;
-    }
+    Expr largest = ir::int_const(0);
+    for (const passes::PointwisePiece& piece : pieces) largest = ir::max(largest, ir::product(piece_shape(piece)));
+    kernel.outputs = ir::simplify(largest, {});
   }
-  kernel.threads_per_output = kernel.schedule == Schedule::WarpPerOutput ? 32 : 1;
-  warp_mode_ = kernel.schedule == Schedule::WarpPerOutput;
 
   add_node_params();
 
   std::string body;
-  switch (kernel.schedule) {
-    case Schedule::Elementwise: body = elementwise_body(); break;
-    case Schedule::Pieces: body = pieces_body(pieces); break;
-    case Schedule::WarpPerOutput: body = node_.kind == NodeKind::Reduce ? reduce_body(kernel.schedule) : elementwise_body(); break;
-    case Schedule::ThreadPerOutput: body = reduce_body(kernel.schedule); break;
+  switch (schedule_.mapping) {
+    case Mapping::Elementwise: body = elementwise_body(); break;
+    case Mapping::Pieces: body = pieces_body(pieces); break;
+    case Mapping::WarpPerOutput: body = node_.kind == NodeKind::Reduce ? reduce_body() : elementwise_body(); break;
+    case Mapping::ThreadPerOutput: body = reduce_body(); break;
+    case Mapping::Scatter:
+    case Mapping::GroupedRows:
+    case Mapping::ThreadPerRow:
+      fail("internal error: KernelWriter::write with schedule ", to_string(schedule_));
   }
   name_and_finish(kernel, params_declaration() + body);
   return kernel;
 }
+
+std::string KernelWriter::launch_bounds() const { return str_cat("__launch_bounds__(", schedule_.block_size, ")"); }
 
 // A scatter (ir::NodeKind::Scatter): one thread per element of the domain computes its target
 // and value and writes it (an assignment's winner among duplicate targets is unspecified, as in
@@ -54,7 +50,7 @@ Kernel KernelWriter::write_scatter() {
   for (const Expr& target : node_.scatter_targets) coordinates.push_back(emit(target, root));
   const std::string value = emit(node_.body, root);
   std::ostringstream out;
-  out << "extern \"C\" __global__ void __launch_bounds__(256) LM_KERNEL(const LM_KERNEL_params p) {\n";
+  out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n";
   out << "  const lm_i64 lm_n = " << shape_code(kernel.outputs) << ";\n";
   out << "  for (lm_i64 lm_flat = (lm_i64)blockIdx.x * blockDim.x + threadIdx.x; lm_flat < lm_n;"
       << " lm_flat += (lm_i64)gridDim.x * blockDim.x) {\n";
@@ -96,7 +92,7 @@ std::string KernelWriter::elementwise_body() {
   const int root = open_scope(-1, {}, false);
   const std::string result = emit(node_.body, root);
   std::ostringstream out;
-  out << "extern \"C\" __global__ void __launch_bounds__(256) LM_KERNEL(const LM_KERNEL_params p) {\n";
+  out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n";
   out << "  const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(node_.shape), {})) << ";\n";
   if (warp_mode_) {
     // A warp per element: every lane runs the element's code, lanes split its top-level folds.
@@ -124,7 +120,7 @@ ir::Shape KernelWriter::piece_shape_of(const Node& node, const passes::Pointwise
 // One case per piece, selected by blockIdx.y; each piece iterates its own box of the output.
 std::string KernelWriter::pieces_body(const std::vector<passes::PointwisePiece>& pieces) {
   std::ostringstream out;
-  out << "extern \"C\" __global__ void __launch_bounds__(256) LM_KERNEL(const LM_KERNEL_params p) {\n";
+  out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n";
   out << "  switch (blockIdx.y) {\n";
   // Contiguous output strides.
   std::vector<std::string> strides(node_.rank());
@@ -166,37 +162,6 @@ std::string KernelWriter::pieces_body(const std::vector<passes::PointwisePiece>&
   return out.str();
 }
 
-// A fold long enough that a warp should share it (it is not inside another loop).
-bool KernelWriter::has_long_top_level_fold(const Expr& body) const {
-  bool found = false;
-  std::function<void(const Expr&, bool)> walk = [&](const Expr& e, bool in_loop) {
-    if (found) return;
-    if (e->op == ExprOp::Fold) {
-      const auto extent = ir::as_int_const(e->args[0]);
-      if (!in_loop && extent && *extent >= kWarpFoldLength) found = true;
-      walk(e->args[0], in_loop);
-      walk(e->args[1], true);
-      return;
-    }
-    for (const Expr& arg : e->args) walk(arg, in_loop);
-  };
-  walk(body, false);
-  return found;
-}
-
-Schedule KernelWriter::choose_reduce_schedule() const {
-  const bool ragged = !ir::is_shape_expr(node_.reduce_extents[0]);
-  if (ragged) return Schedule::ThreadPerOutput;
-  // A warp per output pays off when consecutive reduction steps read consecutive memory.
-  bool reduction_is_innermost = false;
-  ir::visit(node_.body, [&](const Expr& e) {
-    if (e->op != ExprOp::Load || e->load_rank() == 0) return;
-    const Expr& last = e->args[e->load_rank() - 1];
-    if (ir::contains_op(last, ExprOp::ReduceVar)) reduction_is_innermost = true;
-  });
-  return reduction_is_innermost ? Schedule::WarpPerOutput : Schedule::ThreadPerOutput;
-}
-
 KernelWriter::Combine KernelWriter::combine_code(ir::ReduceOp op, DType t) {
   const bool floating = is_floating(t);
   const std::string acc = floating ? (t == DType::F64 ? "double" : "float") : "lm_i64";
@@ -222,7 +187,7 @@ std::string KernelWriter::warp_combine(const Combine& c) const {
                  " val = __shfl_xor_sync(0xffffffffu, acc, lm_o); ", c.step, " }");
 }
 
-std::string KernelWriter::reduce_body(Schedule schedule) {
+std::string KernelWriter::reduce_body() {
   const Combine c = combine_code(node_.reduce_op, node_.dtype);
   const bool ragged = !ir::is_shape_expr(node_.reduce_extents[0]);
   const int outer = open_scope(-1, {}, false);
@@ -262,8 +227,8 @@ std::string KernelWriter::reduce_body(Schedule schedule) {
   const std::string cast_value = str_cat("(", c.acc_type, ")", value);
 
   std::ostringstream out;
-  const bool warp = schedule == Schedule::WarpPerOutput;
-  out << "extern \"C\" __global__ void __launch_bounds__(256) LM_KERNEL(const LM_KERNEL_params p) {\n";
+  const bool warp = warp_mode_;
+  out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n";
   out << "  const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(node_.shape), {})) << ";\n";
   if (warp) {
     out << "  const int lm_lane = threadIdx.x & 31;\n";

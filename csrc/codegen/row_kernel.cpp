@@ -11,7 +11,6 @@ namespace luminal::codegen::detail {
 // statement per element from its specialized body (see passes::specialize_row_elements): every
 // row index is a constant, so rows stay in registers.
 std::string KernelWriter::row_fragment(const std::string& array, const std::vector<Expr>& element_bodies) {
-  unroll_folds_ = true;
   const int root = open_scope(-1, {}, false);
   // Folds that every element evaluates unconditionally and that share a loop (same reduction and
   // extent: an embedding bag's dimensions, a layer's outputs) run as one loop with one
@@ -65,8 +64,6 @@ using ir::NodeKind;
 
 namespace {
 
-constexpr int kRowBlock = 32;  // one warp per block: a few thousand rows spread over many SMs
-
 std::string row_array(ir::NodeId id) { return str_cat("t", id); }
 std::string node_pointer(ir::NodeId id) { return str_cat("p.g", id); }
 
@@ -112,7 +109,8 @@ std::vector<OperandInfo> row_operands(const ir::Graph& graph, const Node& node) 
 
 }  // namespace
 
-Kernel generate_row_kernel(const ir::Graph& graph, const Expr& rows) {
+Kernel render_row_kernel(const ir::Graph& graph, const Expr& rows, const schedule::KernelSchedule& schedule) {
+  detail::check_row_renderable(schedule);
   std::vector<bool> is_output(graph.size(), false), read(graph.size(), false);
   for (const ir::GraphOutput& out : graph.outputs) {
     if (out.kind == ir::GraphOutput::Kind::Tensor) is_output[out.node] = true;
@@ -132,7 +130,7 @@ Kernel generate_row_kernel(const ir::Graph& graph, const Expr& rows) {
     const std::vector<OperandInfo> operands = row_operands(graph, node);
     std::string fragment;
     try {
-      fragment = KernelWriter(node, operands, &check_labels).row_fragment(row_array(node.id), bodies);
+      fragment = KernelWriter(node, operands, schedule, &check_labels).row_fragment(row_array(node.id), bodies);
     } catch (const Error& error) {
       fail("CUDA code generation failed for ", node.origin, " in the row kernel: ", error.what());
     }
@@ -148,9 +146,9 @@ Kernel generate_row_kernel(const ir::Graph& graph, const Expr& rows) {
   symbols.erase(std::unique(symbols.begin(), symbols.end()), symbols.end());
 
   Kernel kernel;
-  kernel.schedule = Schedule::Elementwise;
+  kernel.schedule = schedule;
   kernel.outputs = rows;
-  kernel.block_size = kRowBlock;
+  kernel.block_size = schedule.block_size;
   std::ostringstream params;
   params << "struct LM_KERNEL_params {\n";
   auto add = [&](ParamKind kind, int slot, int dim, const std::string& symbol, const std::string& declaration) {
@@ -172,7 +170,7 @@ Kernel generate_row_kernel(const ir::Graph& graph, const Expr& rows) {
 
   std::ostringstream text;
   text << params.str();
-  text << "extern \"C\" __global__ void __launch_bounds__(" << kRowBlock << ") LM_KERNEL(const LM_KERNEL_params p) {\n";
+  text << "extern \"C\" __global__ void __launch_bounds__(" << schedule.block_size << ") LM_KERNEL(const LM_KERNEL_params p) {\n";
   text << "  const lm_i64 i0 = (lm_i64)blockIdx.x * blockDim.x + threadIdx.x;\n";
   text << "  if (i0 >= " << KernelWriter::shape_code(rows) << ") return;\n";
   text << "  bool lm_ok = true; (void)lm_ok;\n";
@@ -182,6 +180,10 @@ Kernel generate_row_kernel(const ir::Graph& graph, const Expr& rows) {
   kernel.source = KernelWriter::replace_all(source, "LM_KERNEL", kernel.name);
   kernel.check_labels = std::move(check_labels);
   return kernel;
+}
+
+Kernel generate_row_kernel(const ir::Graph& graph, const Expr& rows) {
+  return render_row_kernel(graph, rows, schedule::choose_row_schedule());
 }
 
 }  // namespace luminal::codegen

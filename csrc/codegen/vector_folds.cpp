@@ -7,92 +7,39 @@
 namespace luminal::codegen::detail {
 
 // ---- vectorized folds ----
-// A fold over a static [0, E), E a multiple of 4, whose loads that vary with the fold read f32
-// at [..., r] (r the fold's variable, unit stride, every other stride a multiple of 4): when
-// each such pointer is 16-byte aligned at run time, the loop steps by 4, reads one float4 per
-// load, and writes the body out for the 4 elements in order, so the sums are the scalar loop's.
-// It saves L1 traffic where neighbouring threads read different rows (DLRM's pairwise dot
-// products). Bodies with bounds checks, nested folds or lazily loaded branches that vary with r
-// keep the scalar loop only.
+// A fold that qualifies (schedule::float4_fold_loads: f32 loads at [..., r], unit stride, over a
+// static multiple of 4) gets a second loop, taken when each of its pointers is 16-byte aligned at
+// run time: it steps by 4, reads one float4 per load, and writes the body out for the 4 elements
+// in order, so the sums are the scalar loop's. It saves L1 traffic where neighbouring threads read
+// different rows (DLRM's pairwise dot products).
 
-bool KernelWriter::varies_with(const Expr& e, int var) {
-  const std::vector<int>& vars = free_vars(e);
-  return std::find(vars.begin(), vars.end(), var) != vars.end();
-}
-
-// The loads of `e` that vary with `var`, or false when a part varying with `var` rules the
-// vector loop out.
-bool KernelWriter::vector_loads(const Expr& e, int var, std::vector<Expr>& loads, std::unordered_set<const ir::ExprNode*>& seen) {
-  if (!seen.insert(e.get()).second || !varies_with(e, var)) return true;
-  switch (e->op) {
-    case ExprOp::Fold:
-    case ExprOp::CheckIndex: return false;
-    case ExprOp::Where:
-      if (expensive(e->args[1]) || expensive(e->args[2])) return false;
-      break;
-    case ExprOp::Load: {
-      if (e->masked || e->load_rank() == 0) return false;
-      const OperandInfo& op = operands_.at(e->index);
-      if (op.dtype != DType::F32 || op.layout == Layout::Row) return false;
-      const size_t last = e->load_rank() - 1;
-      const Expr& inner = e->args[last];
-      if (inner->op != ExprOp::ReduceVar || inner->index != var) return false;
-      for (size_t d = 0; d < last; ++d) {
-        if (varies_with(e->args[d], var)) return false;
-      }
-      loads.push_back(e);
-      return true;
-    }
-    default: break;
-  }
-  for (const Expr& arg : e->args) {
-    if (!vector_loads(arg, var, loads, seen)) return false;
-  }
-  return true;
-}
-
-// The run-time condition under which `load` may read 4 elements at once, or "" if it never may.
+// The run-time condition under which `load` (a qualifying load) may read 4 elements at once.
 std::string KernelWriter::vector_load_condition(const Expr& load) {
   const OperandInfo& op = operands_.at(load->index);
   const std::string pointer = operand_pointer(load->index);
   const size_t last = load->load_rank() - 1;
   std::string condition = str_cat("(((unsigned long long)", pointer, ") & 15ull) == 0ull");
   switch (op.layout) {
-    case Layout::Contiguous: {
-      // Outer strides are multiples of the innermost size.
-      const std::optional<int64_t> inner = ir::as_int_const(op.shape[last]);
-      if (!inner || *inner % kVectorWidth != 0) return "";
-      break;
-    }
-    case Layout::Fixed:
-      if (op.fixed_strides.at(last) != 1) return "";
-      for (size_t d = 0; d < last; ++d) {
-        if (op.fixed_strides[d] % kVectorWidth != 0) return "";
-      }
-      break;
+    case Layout::Contiguous:  // outer strides are multiples of the innermost size (a multiple of 4)
+    case Layout::Fixed: break;
     case Layout::Strided: {
       const std::vector<std::string> strides = operand_strides(load->index);
       condition += str_cat(" && ", strides[last], " == 1");
       for (size_t d = 0; d < last; ++d) condition += str_cat(" && (", strides[d], " & 3) == 0");
       break;
     }
-    case Layout::Row: return "";
+    case Layout::Row: fail("internal error: a float4 load of a row operand");
   }
   return condition;
 }
 
 std::optional<KernelWriter::VectorFold> KernelWriter::emit_vector_fold(const Expr& fold, int scope, const Combine& c, const std::string& acc) {
-  const std::optional<int64_t> extent = ir::as_int_const(fold->args[0]);
-  if (!extent || *extent <= 0 || *extent % kVectorWidth != 0) return std::nullopt;
+  const std::optional<std::vector<Expr>> qualifying = schedule::float4_fold_loads(fold, operands_);
+  if (!qualifying) return std::nullopt;
+  const std::vector<Expr>& loads = *qualifying;
   const int var = fold->index;
-  std::vector<Expr> loads;
-  std::unordered_set<const ir::ExprNode*> seen;
-  if (!vector_loads(fold->args[1], var, loads, seen) || loads.empty()) return std::nullopt;
   std::vector<std::string> conditions;
-  for (const Expr& load : loads) {
-    conditions.push_back(vector_load_condition(load));
-    if (conditions.back().empty()) return std::nullopt;
-  }
+  for (const Expr& load : loads) conditions.push_back(vector_load_condition(load));
   std::sort(conditions.begin(), conditions.end());
   conditions.erase(std::unique(conditions.begin(), conditions.end()), conditions.end());
   VectorFold vector;
@@ -116,8 +63,8 @@ std::optional<KernelWriter::VectorFold> KernelWriter::emit_vector_fold(const Exp
     line(loop, str_cat("const float4 ", vectors.back(), " = lm_ok ? *reinterpret_cast<const float4*>(", pointer, " + (",
                        offset, ")) : make_float4(0.f, 0.f, 0.f, 0.f);"));
   }
-  static constexpr const char* kComponents[kVectorWidth] = {".x", ".y", ".z", ".w"};
-  for (int lane = 0; lane < kVectorWidth; ++lane) {
+  static constexpr const char* kComponents[schedule::kFloat4] = {".x", ".y", ".z", ".w"};
+  for (int lane = 0; lane < schedule::kFloat4; ++lane) {
     const int body = open_scope(loop, {var}, false);
     scopes_[body]->names.emplace(ir::reduce_var(var), str_cat("(", r, " + ", lane, ")"));
     for (size_t k = 0; k < loads.size(); ++k) scopes_[body]->names.emplace(loads[k], vectors[k] + kComponents[lane]);
