@@ -79,9 +79,13 @@ std::vector<Expr> rendered_bodies(const Node& node, Mapping mapping) {
       return bodies;
     }
     case Mapping::GroupedRows: return {};  // operands are read through loads of the operands alone
-    case Mapping::Elementwise:
     case Mapping::ThreadPerOutput:
-    case Mapping::WarpPerOutput:
+    case Mapping::WarpPerOutput: {
+      std::vector<Expr> bodies{node.body};  // a ragged reduction's extent is rendered too
+      if (node.kind == NodeKind::Reduce) bodies.insert(bodies.end(), node.reduce_extents.begin(), node.reduce_extents.end());
+      return bodies;
+    }
+    case Mapping::Elementwise:
     case Mapping::ThreadPerRow: return {node.body};
   }
   return {node.body};
@@ -251,6 +255,7 @@ KernelSchedule choose_schedule(const Node& node, const std::vector<OperandInfo>&
     bodies = rendered_bodies(node, Mapping::Scatter);
   } else if (node.kind == NodeKind::Reduce) {
     s = with_mapping(reduce_mapping(node));
+    bodies = rendered_bodies(node, s.mapping);
   } else {
     const std::vector<passes::PointwisePiece> pieces = passes::split_pointwise(node);
     if (pieces.size() > 1 && pieces.size() <= kMaxPieces) {

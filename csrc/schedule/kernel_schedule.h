@@ -113,7 +113,8 @@ std::vector<KernelSchedule> candidate_schedules(const ir::Node& node, const std:
 // `min_extent` (min_extent <= 0: any top-level fold, static or not).
 bool has_top_level_fold(const ir::Expr& body, int64_t min_extent);
 
-// The bodies a pointwise or reduce kernel renders under `mapping` (the pieces' bodies for Pieces).
+// The expressions a kernel renders under `mapping`: the node's body, with a reduction's extents,
+// a scatter's targets, or the pieces' bodies for Pieces.
 std::vector<ir::Expr> rendered_bodies(const ir::Node& node, Mapping mapping);
 
 // A fold over a static [0, E), E a positive multiple of 4, whose loads that vary with the fold read
