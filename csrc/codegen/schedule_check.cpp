@@ -14,13 +14,12 @@ namespace {
 // The mappings a node kernel may use, by node kind.
 bool mapping_fits(const Node& node, Mapping mapping) {
   if (node.contraction != ir::Contraction::None) return mapping == Mapping::GroupedRows;
-  switch (node.kind) {
-    case NodeKind::Scatter: return mapping == Mapping::Scatter;
-    case NodeKind::Reduce: return mapping == Mapping::ThreadPerOutput || mapping == Mapping::WarpPerOutput;
-    case NodeKind::Pointwise:
-      return mapping == Mapping::Elementwise || mapping == Mapping::Pieces || mapping == Mapping::WarpPerOutput;
-    default: return false;
+  if (node.kind == NodeKind::Scatter) return mapping == Mapping::Scatter;
+  if (node.kind == NodeKind::Reduce) return mapping == Mapping::ThreadPerOutput || mapping == Mapping::WarpPerOutput;
+  if (node.kind == NodeKind::Pointwise) {
+    return mapping == Mapping::Elementwise || mapping == Mapping::Pieces || mapping == Mapping::WarpPerOutput;
   }
+  return false;
 }
 
 int threads_per_output_of(Mapping mapping) {

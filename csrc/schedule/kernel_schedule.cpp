@@ -130,26 +130,20 @@ class Float4Analysis {
   // vector loop out.
   bool collect(const Expr& e, int var, std::vector<Expr>& loads, std::unordered_set<const ir::ExprNode*>& seen) {
     if (!seen.insert(e.get()).second || !varies_with(e, var)) return true;
-    switch (e->op) {
-      case ExprOp::Fold:
-      case ExprOp::CheckIndex: return false;
-      case ExprOp::Where:
-        if (expensive(e->args[1]) || expensive(e->args[2])) return false;
-        break;
-      case ExprOp::Load: {
-        if (e->masked || e->load_rank() == 0) return false;
-        const OperandInfo& op = operands_.at(e->index);
-        if (op.dtype != DType::F32 || op.layout == Layout::Row) return false;
-        const size_t last = e->load_rank() - 1;
-        const Expr& inner = e->args[last];
-        if (inner->op != ExprOp::ReduceVar || inner->index != var) return false;
-        for (size_t d = 0; d < last; ++d) {
-          if (varies_with(e->args[d], var)) return false;
-        }
-        loads.push_back(e);
-        return true;
+    if (e->op == ExprOp::Fold || e->op == ExprOp::CheckIndex) return false;
+    if (e->op == ExprOp::Where && (expensive(e->args[1]) || expensive(e->args[2]))) return false;
+    if (e->op == ExprOp::Load) {
+      if (e->masked || e->load_rank() == 0) return false;
+      const OperandInfo& op = operands_.at(e->index);
+      if (op.dtype != DType::F32 || op.layout == Layout::Row) return false;
+      const size_t last = e->load_rank() - 1;
+      const Expr& inner = e->args[last];
+      if (inner->op != ExprOp::ReduceVar || inner->index != var) return false;
+      for (size_t d = 0; d < last; ++d) {
+        if (varies_with(e->args[d], var)) return false;
       }
-      default: break;
+      loads.push_back(e);
+      return true;
     }
     for (const Expr& arg : e->args) {
       if (!collect(arg, var, loads, seen)) return false;
