@@ -1,4 +1,5 @@
 # luminal_embed_text(<target> <input file> <C++ variable name>)
+# luminal_embed_text_source(<out var> <input file> <C++ variable name>)   (see below)
 #
 # Embeds a text file (a CUDA template, a header for NVRTC) into <target> at build time: a
 # generated .cpp defines
@@ -28,9 +29,9 @@ endif()
 
 set(LUMINAL_EMBED_TEXT_SCRIPT "${CMAKE_CURRENT_LIST_FILE}")
 
-function(luminal_embed_text target input variable)
+# The rule that writes `output` from `input`.
+function(luminal_embed_text_rule input output variable)
   get_filename_component(input_path "${input}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
-  set(output "${CMAKE_CURRENT_BINARY_DIR}/embedded/${target}/${variable}.cpp")
   add_custom_command(
     OUTPUT "${output}"
     COMMAND ${CMAKE_COMMAND} -DINPUT=${input_path} -DOUTPUT=${output} -DVARIABLE=${variable}
@@ -38,5 +39,19 @@ function(luminal_embed_text target input variable)
     DEPENDS "${input_path}" "${LUMINAL_EMBED_TEXT_SCRIPT}"
     COMMENT "Embedding ${input} as luminal::embedded::${variable}"
     VERBATIM)
+endfunction()
+
+function(luminal_embed_text target input variable)
+  set(output "${CMAKE_CURRENT_BINARY_DIR}/embedded/${target}/${variable}.cpp")
+  luminal_embed_text_rule("${input}" "${output}" ${variable})
   target_sources(${target} PRIVATE "${output}")
+endfunction()
+
+# luminal_embed_text_source(<out var> <input file> <C++ variable name>): the same, but only sets
+# <out var> to the generated .cpp for a target's source list (e.g. a stage's extra sources). Call
+# it once per input and directory; every target that lists the file shares the one rule.
+function(luminal_embed_text_source out input variable)
+  set(output "${CMAKE_CURRENT_BINARY_DIR}/embedded/${variable}.cpp")
+  luminal_embed_text_rule("${input}" "${output}" ${variable})
+  set(${out} "${output}" PARENT_SCOPE)
 endfunction()
