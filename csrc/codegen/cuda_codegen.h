@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "schedule/kernel_schedule.h"
 
 namespace luminal::codegen {
 
@@ -37,36 +38,17 @@ struct KernelParam {
   std::string symbol;
 };
 
-// How an input slot's memory is laid out.
-enum class Layout : uint8_t {
-  Contiguous,  // row-major over its shape (strides follow from the shape's expressions)
-  Strided,     // strides arrive as kernel parameters (graph inputs)
-  Fixed,       // compile-time constant strides (constants)
-  Row,         // row kernels: the producer's row of the current batch index, in a local array
-};
-
-struct OperandInfo {
-  DType dtype = DType::F32;
-  ir::Shape shape;
-  Layout layout = Layout::Contiguous;
-  std::vector<int64_t> fixed_strides;
-  // The C name of the pointer (strides: `<name>_s<d>`) or, for Row, of the array; empty: p.in<slot>.
-  std::string name;
-};
-
-enum class Schedule : uint8_t {
-  Elementwise,      // one thread per output element
-  Pieces,           // pointwise pieces (a concatenation): blockIdx.y selects the piece
-  ThreadPerOutput,  // reductions: one thread loops over the whole reduction
-  WarpPerOutput,    // a warp per output: it splits the reduction (or a pointwise node's long folds)
-};
+// How operands are laid out (decided by the executor; see schedule/kernel_schedule.h).
+using schedule::Layout;
+using schedule::OperandInfo;
 
 struct Kernel {
   std::string name;
   std::string source;  // the kernel alone (the module adds the prelude)
   std::vector<KernelParam> params;
-  Schedule schedule = Schedule::Elementwise;
+  schedule::KernelSchedule schedule;  // what the kernel was rendered with
   ir::Expr outputs;   // output elements per grid row (the largest piece for Pieces): a shape expression
+  // The launch, from the schedule: threads = outputs * threads_per_output in blocks of block_size.
   int threads_per_output = 1;
   int block_size = 256;
   int grid_y = 1;     // pieces
@@ -79,12 +61,23 @@ struct Kernel {
 // Error codes written into the device error record: [code, value, bound, check id (-1: none)].
 enum class DeviceError : int64_t { None = 0, IndexOutOfBounds = 1, DivisionByZero = 2 };
 
+// The kernel of a Pointwise, Reduce or Scatter node or a grouped-rows contraction, rendered with
+// `schedule` and nothing else decided here. Raises schedule::ScheduleError (before writing
+// anything) when the schedule does not fit the node.
+Kernel render_kernel(const ir::Node& node, const std::vector<OperandInfo>& operands,
+                     const schedule::KernelSchedule& schedule);
+
+// render_kernel with today's rules (schedule::choose_schedule).
 Kernel generate_kernel(const ir::Node& node, const std::vector<OperandInfo>& operands);
 
 // One kernel for a whole row-local graph (see passes/row_plan.h): thread t computes batch row t
 // of every node, keeping rows in registers, and writes the output rows. `graph` holds pointwise
 // nodes only; `rows` is the batch extent. Inputs must be contiguous (the caller checks).
-// Parameters are NodePointer/ErrorFlag/CheckBase/Symbol.
+// Parameters are NodePointer/ErrorFlag/CheckBase/Symbol. The schedule must be ThreadPerRow
+// (its block size: rows per block).
+Kernel render_row_kernel(const ir::Graph& graph, const ir::Expr& rows, const schedule::KernelSchedule& schedule);
+
+// render_row_kernel with schedule::choose_row_schedule().
 Kernel generate_row_kernel(const ir::Graph& graph, const ir::Expr& rows);
 
 // Helper definitions every kernel relies on (no #includes: NVRTC needs no headers).

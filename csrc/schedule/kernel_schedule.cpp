@@ -1,0 +1,300 @@
+#include "schedule/kernel_schedule.h"
+
+#include <algorithm>
+#include <functional>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "passes/passes.h"
+
+namespace luminal::schedule {
+
+using ir::Expr;
+using ir::ExprOp;
+using ir::Node;
+using ir::NodeKind;
+
+const char* mapping_name(Mapping mapping) {
+  switch (mapping) {
+    case Mapping::Elementwise: return "elementwise";
+    case Mapping::Pieces: return "pieces";
+    case Mapping::ThreadPerOutput: return "thread_per_output";
+    case Mapping::WarpPerOutput: return "warp_per_output";
+    case Mapping::Scatter: return "scatter";
+    case Mapping::GroupedRows: return "grouped_rows";
+    case Mapping::ThreadPerRow: return "thread_per_row";
+  }
+  return "?";
+}
+
+bool KernelSchedule::operator==(const KernelSchedule& other) const {
+  return mapping == other.mapping && block_size == other.block_size && threads_per_output == other.threads_per_output &&
+         vector_width == other.vector_width && unroll == other.unroll && pieces == other.pieces;
+}
+
+std::string to_string(const KernelSchedule& s) {
+  std::string text = str_cat(mapping_name(s.mapping), "(block ", s.block_size, ", ", s.threads_per_output,
+                              " threads/output, vector ", s.vector_width, ", unroll ", s.unroll);
+  if (s.mapping == Mapping::Pieces || s.pieces != 1) text += str_cat(", ", s.pieces, " pieces");
+  return text + ")";
+}
+
+ScheduleError::ScheduleError(std::string node, const KernelSchedule& schedule, std::string reason)
+    : Error(str_cat("cannot render ", node, " with schedule ", to_string(schedule), ": ", reason)),
+      node_(std::move(node)),
+      schedule_(schedule),
+      reason_(std::move(reason)) {}
+
+// ------------------------------------------------------------------------------------------------
+// Analyses
+// ------------------------------------------------------------------------------------------------
+
+bool has_top_level_fold(const Expr& body, int64_t min_extent) {
+  bool found = false;
+  std::function<void(const Expr&, bool)> walk = [&](const Expr& e, bool in_loop) {
+    if (found) return;
+    if (e->op == ExprOp::Fold) {
+      const auto extent = ir::as_int_const(e->args[0]);
+      if (!in_loop && (min_extent <= 0 || (extent && *extent >= min_extent))) found = true;
+      walk(e->args[0], in_loop);
+      walk(e->args[1], true);
+      return;
+    }
+    for (const Expr& arg : e->args) walk(arg, in_loop);
+  };
+  walk(body, false);
+  return found;
+}
+
+std::vector<Expr> rendered_bodies(const Node& node, Mapping mapping) {
+  switch (mapping) {
+    case Mapping::Pieces: {
+      std::vector<Expr> bodies;
+      for (const passes::PointwisePiece& piece : passes::split_pointwise(node)) bodies.push_back(piece.body);
+      return bodies;
+    }
+    case Mapping::Scatter: {
+      std::vector<Expr> bodies = node.scatter_targets;
+      bodies.push_back(node.body);
+      return bodies;
+    }
+    case Mapping::GroupedRows: return {};  // operands are read through loads of the operands alone
+    case Mapping::ThreadPerOutput:
+    case Mapping::WarpPerOutput: {
+      std::vector<Expr> bodies{node.body};  // a ragged reduction's extent is rendered too
+      if (node.kind == NodeKind::Reduce) bodies.insert(bodies.end(), node.reduce_extents.begin(), node.reduce_extents.end());
+      return bodies;
+    }
+    case Mapping::Elementwise:
+    case Mapping::ThreadPerRow: return {node.body};
+  }
+  return {node.body};
+}
+
+namespace {
+
+// The float4 test of one fold (see float4_fold_loads), memoizing the structural walks.
+class Float4Analysis {
+ public:
+  explicit Float4Analysis(const std::vector<OperandInfo>& operands) : operands_(operands) {}
+
+  std::optional<std::vector<Expr>> loads_of(const Expr& fold) {
+    const std::optional<int64_t> extent = ir::as_int_const(fold->args[0]);
+    if (!extent || *extent <= 0 || *extent % kFloat4 != 0) return std::nullopt;
+    std::vector<Expr> loads;
+    std::unordered_set<const ir::ExprNode*> seen;
+    if (!collect(fold->args[1], fold->index, loads, seen) || loads.empty()) return std::nullopt;
+    for (const Expr& load : loads) {
+      if (!layout_allows(load)) return std::nullopt;
+    }
+    return loads;
+  }
+
+ private:
+  bool varies_with(const Expr& e, int var) {
+    auto it = free_vars_.find(e.get());
+    if (it == free_vars_.end()) it = free_vars_.emplace(e.get(), ir::free_reduce_vars(e)).first;
+    return std::find(it->second.begin(), it->second.end(), var) != it->second.end();
+  }
+
+  // Lazily evaluated `where` branches: those that load memory or loop (as the kernel writer).
+  bool expensive(const Expr& e) {
+    if (auto it = expensive_.find(e.get()); it != expensive_.end()) return it->second;
+    bool result = e->op == ExprOp::Load || e->op == ExprOp::Fold;
+    for (const Expr& arg : e->args) result = result || expensive(arg);
+    expensive_.emplace(e.get(), result);
+    return result;
+  }
+
+  // The loads of `e` that vary with `var`, or false when a part varying with `var` rules the
+  // vector loop out.
+  bool collect(const Expr& e, int var, std::vector<Expr>& loads, std::unordered_set<const ir::ExprNode*>& seen) {
+    if (!seen.insert(e.get()).second || !varies_with(e, var)) return true;
+    if (e->op == ExprOp::Fold || e->op == ExprOp::CheckIndex) return false;
+    if (e->op == ExprOp::Where && (expensive(e->args[1]) || expensive(e->args[2]))) return false;
+    if (e->op == ExprOp::Load) {
+      if (e->masked || e->load_rank() == 0) return false;
+      const OperandInfo& op = operands_.at(e->index);
+      if (op.dtype != DType::F32 || op.layout == Layout::Row) return false;
+      const size_t last = e->load_rank() - 1;
+      const Expr& inner = e->args[last];
+      if (inner->op != ExprOp::ReduceVar || inner->index != var) return false;
+      for (size_t d = 0; d < last; ++d) {
+        if (varies_with(e->args[d], var)) return false;
+      }
+      loads.push_back(e);
+      return true;
+    }
+    for (const Expr& arg : e->args) {
+      if (!collect(arg, var, loads, seen)) return false;
+    }
+    return true;
+  }
+
+  // The part of the alignment test known before run time: contiguous operands need an innermost
+  // size that is a multiple of 4, fixed strides must be unit innermost and multiples of 4 outside
+  // (strided operands are tested at run time).
+  bool layout_allows(const Expr& load) const {
+    const OperandInfo& op = operands_.at(load->index);
+    const size_t last = load->load_rank() - 1;
+    switch (op.layout) {
+      case Layout::Contiguous: {
+        const std::optional<int64_t> inner = ir::as_int_const(op.shape[last]);
+        return inner && *inner % kFloat4 == 0;
+      }
+      case Layout::Fixed:
+        if (op.fixed_strides.at(last) != 1) return false;
+        for (size_t d = 0; d < last; ++d) {
+          if (op.fixed_strides[d] % kFloat4 != 0) return false;
+        }
+        return true;
+      case Layout::Strided: return true;
+      case Layout::Row: return false;
+    }
+    return false;
+  }
+
+  const std::vector<OperandInfo>& operands_;
+  std::unordered_map<const ir::ExprNode*, std::vector<int>> free_vars_;
+  std::unordered_map<const ir::ExprNode*, bool> expensive_;
+};
+
+}  // namespace
+
+std::optional<std::vector<Expr>> float4_fold_loads(const Expr& fold, const std::vector<OperandInfo>& operands) {
+  LUMINAL_CHECK(fold->op == ExprOp::Fold, "internal error: float4_fold_loads of a ", ir::expr_op_name(fold->op));
+  return Float4Analysis(operands).loads_of(fold);
+}
+
+bool has_float4_fold(const std::vector<Expr>& bodies, const std::vector<OperandInfo>& operands) {
+  Float4Analysis analysis(operands);
+  std::unordered_set<const ir::ExprNode*> seen;
+  bool found = false;
+  std::function<void(const Expr&)> walk = [&](const Expr& e) {
+    if (found || !seen.insert(e.get()).second) return;
+    if (e->op == ExprOp::Fold && analysis.loads_of(e)) {
+      found = true;
+      return;
+    }
+    for (const Expr& arg : e->args) walk(arg);
+  };
+  for (const Expr& body : bodies) walk(body);
+  return found;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Rules
+// ------------------------------------------------------------------------------------------------
+
+namespace {
+
+// A warp per output pays off when consecutive reduction steps read consecutive memory.
+Mapping reduce_mapping(const Node& node) {
+  const bool ragged = !ir::is_shape_expr(node.reduce_extents[0]);
+  if (ragged) return Mapping::ThreadPerOutput;
+  bool reduction_is_innermost = false;
+  ir::visit(node.body, [&](const Expr& e) {
+    if (e->op != ExprOp::Load || e->load_rank() == 0) return;
+    const Expr& last = e->args[e->load_rank() - 1];
+    if (ir::contains_op(last, ExprOp::ReduceVar)) reduction_is_innermost = true;
+  });
+  return reduction_is_innermost ? Mapping::WarpPerOutput : Mapping::ThreadPerOutput;
+}
+
+KernelSchedule with_mapping(Mapping mapping, int pieces = 1) {
+  KernelSchedule s;
+  s.mapping = mapping;
+  s.pieces = pieces;
+  s.threads_per_output = mapping == Mapping::WarpPerOutput ? 32 : 1;
+  if (mapping == Mapping::GroupedRows) s.block_size = s.threads_per_output = kGroupedRowsThreads;
+  if (mapping == Mapping::ThreadPerRow) s.block_size = kRowBlock;
+  return s;
+}
+
+void check_kernel_node(const Node& node) {
+  LUMINAL_CHECK(node.contraction != ir::Contraction::None || node.kind == NodeKind::Pointwise ||
+                    node.kind == NodeKind::Reduce || node.kind == NodeKind::Scatter,
+                "internal error: no kernel for ", ir::node_kind_name(node.kind), " node ", node.origin);
+}
+
+}  // namespace
+
+KernelSchedule choose_schedule(const Node& node, const std::vector<OperandInfo>& operands) {
+  check_kernel_node(node);
+  if (node.contraction != ir::Contraction::None) return with_mapping(Mapping::GroupedRows);
+  KernelSchedule s;
+  std::vector<Expr> bodies{node.body};
+  if (node.kind == NodeKind::Scatter) {
+    s = with_mapping(Mapping::Scatter);
+    bodies = rendered_bodies(node, Mapping::Scatter);
+  } else if (node.kind == NodeKind::Reduce) {
+    s = with_mapping(reduce_mapping(node));
+    bodies = rendered_bodies(node, s.mapping);
+  } else {
+    const std::vector<passes::PointwisePiece> pieces = passes::split_pointwise(node);
+    if (pieces.size() > 1 && pieces.size() <= kMaxPieces) {
+      s = with_mapping(Mapping::Pieces, static_cast<int>(pieces.size()));
+      bodies.clear();
+      for (const passes::PointwisePiece& piece : pieces) bodies.push_back(piece.body);
+    } else {
+      s = with_mapping(has_top_level_fold(node.body, kWarpFoldLength) ? Mapping::WarpPerOutput : Mapping::Elementwise);
+    }
+  }
+  s.vector_width = has_float4_fold(bodies, operands) ? kFloat4 : 1;
+  return s;
+}
+
+KernelSchedule choose_row_schedule() { return with_mapping(Mapping::ThreadPerRow); }
+
+std::vector<KernelSchedule> candidate_schedules(const Node& node, const std::vector<OperandInfo>& operands) {
+  const KernelSchedule chosen = choose_schedule(node, operands);
+  std::vector<KernelSchedule> out{chosen};
+  if (chosen.mapping == Mapping::GroupedRows) return out;  // its template fixes the tile and block
+  std::vector<KernelSchedule> mappings;
+  if (node.kind == NodeKind::Scatter) {
+    mappings.push_back(with_mapping(Mapping::Scatter));
+  } else if (node.kind == NodeKind::Reduce) {
+    mappings.push_back(with_mapping(Mapping::ThreadPerOutput));
+    mappings.push_back(with_mapping(Mapping::WarpPerOutput));
+  } else {
+    mappings.push_back(with_mapping(Mapping::Elementwise));
+    const size_t pieces = passes::split_pointwise(node).size();
+    if (pieces > 1 && pieces <= kMaxPieces) mappings.push_back(with_mapping(Mapping::Pieces, static_cast<int>(pieces)));
+    if (has_top_level_fold(node.body, 0)) mappings.push_back(with_mapping(Mapping::WarpPerOutput));
+  }
+  for (const KernelSchedule& mapping : mappings) {
+    const bool float4 = has_float4_fold(rendered_bodies(node, mapping.mapping), operands);
+    for (const int width : {1, kFloat4}) {
+      if (width == kFloat4 && !float4) continue;
+      for (const int block : {kNodeBlock, 128, 512}) {
+        KernelSchedule s = mapping;
+        s.vector_width = width;
+        s.block_size = block;
+        if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace luminal::schedule

@@ -1,0 +1,130 @@
+// Kernel schedules as values: how one generated kernel maps its work onto the GPU (a thread, a
+// warp or a tile per output; float4 folds; threads per block), decided before any code is
+// written. `choose_schedule` holds the rules luminal uses today; codegen renders a (node,
+// operands, schedule) triple and decides nothing (codegen::render_kernel), so that a later step
+// can enumerate `candidate_schedules`, compile and time them.
+//
+// The schedule is the whole decision: codegen refuses, with a ScheduleError, a schedule it cannot
+// render for the node (a float4 fold where no fold qualifies, a warp per output of a pointwise node
+// without a fold to share, ...) instead of rendering something else.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "ir/graph.h"
+
+namespace luminal::schedule {
+
+// How an input slot's memory is laid out (what the executor tells code generation).
+enum class Layout : uint8_t {
+  Contiguous,  // row-major over its shape (strides follow from the shape's expressions)
+  Strided,     // strides arrive as kernel parameters (graph inputs)
+  Fixed,       // compile-time constant strides (constants)
+  Row,         // row kernels: the producer's row of the current batch index, in a local array
+};
+
+struct OperandInfo {
+  DType dtype = DType::F32;
+  ir::Shape shape;
+  Layout layout = Layout::Contiguous;
+  std::vector<int64_t> fixed_strides;
+  // The C name of the pointer (strides: `<name>_s<d>`) or, for Row, of the array; empty: p.in<slot>.
+  std::string name;
+};
+
+// Which threads compute which outputs.
+enum class Mapping : uint8_t {
+  Elementwise,      // pointwise: one thread per output element
+  Pieces,           // pointwise pieces (a concatenation): blockIdx.y selects the piece
+  ThreadPerOutput,  // reductions: one thread loops over the whole reduction
+  WarpPerOutput,    // a warp per output: it splits the reduction (or a pointwise node's top-level folds)
+  Scatter,          // scatters: one thread per element of the scatter domain
+  GroupedRows,      // grouped-rows contractions: a 64x64 output tile per block (a tiled grouped GEMM)
+  ThreadPerRow,     // row kernels (a whole row-local graph): one thread per batch row
+};
+
+const char* mapping_name(Mapping mapping);
+
+constexpr int kFloat4 = 4;                 // the vector width of a float4 fold
+constexpr int64_t kWarpFoldLength = 64;    // a top-level fold this long (static) gets a warp
+constexpr size_t kMaxPieces = 256;         // more pieces than this: one elementwise kernel
+constexpr int kNodeBlock = 256;            // threads per block of node kernels
+constexpr int kGroupedRowsThreads = 128;   // threads per 64x64 tile (four warps of 32x32)
+constexpr int kRowBlock = 32;              // row kernels: one warp per block, many SMs busy
+
+struct KernelSchedule {
+  Mapping mapping = Mapping::Elementwise;
+  // Threads per block; for ThreadPerRow also the rows per block. GroupedRows: exactly 128.
+  int block_size = kNodeBlock;
+  // Threads that cooperate on one output: 32 for WarpPerOutput, 128 (the tile) for GroupedRows.
+  int threads_per_output = 1;
+  // 1, or 4: every fold that qualifies (float4_fold_loads) and is not shared by a warp's lanes
+  // gets a float4 loop, taken when its pointers are 16-byte aligned at run time (the scalar loop
+  // stays for the other case).
+  int vector_width = 1;
+  int unroll = 1;  // reserved: every mapping renders unroll 1 only
+  int pieces = 1;  // Pieces: the number of pieces (the launch's grid y)
+
+  bool operator==(const KernelSchedule& other) const;
+  bool operator!=(const KernelSchedule& other) const { return !(*this == other); }
+};
+
+// e.g. "warp_per_output(block 256, 32 threads/output, vector 4, unroll 1)".
+std::string to_string(const KernelSchedule& schedule);
+
+// A schedule that does not fit its node. Typed, so that a caller enumerating schedules can skip
+// it without parsing the message.
+class ScheduleError : public Error {
+ public:
+  // `node`: the node's origin (or what the kernel computes, e.g. "row kernel").
+  ScheduleError(std::string node, const KernelSchedule& schedule, std::string reason);
+  const std::string& node() const { return node_; }
+  const KernelSchedule& schedule() const { return schedule_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::string node_;
+  KernelSchedule schedule_;
+  std::string reason_;
+};
+
+// Today's rules, for a node kernel (Pointwise, Reduce, Scatter or a grouped-rows contraction):
+//   grouped-rows contraction -> GroupedRows; scatter -> Scatter;
+//   reduction -> WarpPerOutput when the reduction is static and some load's innermost index
+//     varies with it (consecutive steps read consecutive memory), else ThreadPerOutput;
+//   pointwise -> Pieces for 2..256 pieces (passes::split_pointwise), else WarpPerOutput with a
+//     top-level fold of static length >= 64, else Elementwise;
+//   vector width 4 when some fold the kernel renders qualifies for a float4 loop.
+KernelSchedule choose_schedule(const ir::Node& node, const std::vector<OperandInfo>& operands);
+// The schedule of a row kernel (codegen::generate_row_kernel).
+KernelSchedule choose_row_schedule();
+
+// Schedules a node kernel may run with: choose_schedule's first, then the other mappings the node
+// admits, vector widths where a fold qualifies, and a few block sizes. Every one renders.
+std::vector<KernelSchedule> candidate_schedules(const ir::Node& node, const std::vector<OperandInfo>& operands);
+
+// ---- analyses shared by the rules and codegen ----
+
+// Whether `body` has a fold outside every other fold whose extent is static and at least
+// `min_extent` (min_extent <= 0: any top-level fold, static or not).
+bool has_top_level_fold(const ir::Expr& body, int64_t min_extent);
+
+// The expressions a kernel renders under `mapping`: the node's body, with a reduction's extents,
+// a scatter's targets, or the pieces' bodies for Pieces.
+std::vector<ir::Expr> rendered_bodies(const ir::Node& node, Mapping mapping);
+
+// A fold over a static [0, E), E a positive multiple of 4, whose loads that vary with the fold read
+// f32 at [..., r] (r the fold's variable, unit stride; every other stride a multiple of 4, checked
+// at run time for strided operands): those loads, in the order the kernel reads them. nullopt when
+// the fold does not qualify: bodies with bounds checks, nested folds or lazily loaded branches that
+// vary with r keep the scalar loop only.
+std::optional<std::vector<ir::Expr>> float4_fold_loads(const ir::Expr& fold, const std::vector<OperandInfo>& operands);
+
+// Whether a fold in `bodies` qualifies for a float4 loop.
+bool has_float4_fold(const std::vector<ir::Expr>& bodies, const std::vector<OperandInfo>& operands);
+
+}  // namespace luminal::schedule

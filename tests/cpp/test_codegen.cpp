@@ -1,0 +1,360 @@
+// CUDA code generation from hand-built IR nodes: the golden text of one kernel per mapping, NVRTC
+// compiles of each (NVRTC is loaded at run time and needs no GPU), every alternative schedule the
+// renderer accepts compiles, and schedules it cannot render are refused with a ScheduleError.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "codegen/cuda_codegen.h"
+#include "kernel_helpers.h"
+#include "passes/row_plan.h"
+#include "schedule/kernel_schedule.h"
+#ifdef LUMINAL_HAVE_CUDA
+#include "runtime/cuda/nvrtc.h"
+#endif
+
+namespace luminal {
+namespace {
+
+using codegen::Kernel;
+using ir::int_const;
+using ir::NodeId;
+using schedule::KernelSchedule;
+using schedule::Layout;
+using schedule::Mapping;
+using testing::GraphFixture;
+using testing::operands_of;
+
+// The kernel's source with its name (a hash of the text) written as LM_KERNEL.
+std::string golden(const Kernel& kernel) {
+  std::string text = kernel.source;
+  for (size_t pos = text.find(kernel.name); pos != std::string::npos; pos = text.find(kernel.name, pos)) {
+    text.replace(pos, kernel.name.size(), "LM_KERNEL");
+  }
+  return text;
+}
+
+// Compiles the kernels as one module for sm_90; a compile error fails with NVRTC's log.
+void expect_compiles(const std::vector<Kernel>& kernels) {
+#ifdef LUMINAL_HAVE_CUDA
+  const std::string source = codegen::module_source(kernels);
+  try {
+    EXPECT_FALSE(cuda::compile_to_cubin(source, "sm_90").empty());
+  } catch (const Error& error) {
+    ADD_FAILURE() << error.what() << "\n" << source;
+  }
+#else
+  GTEST_SKIP() << "built without the CUDA toolkit's headers: no NVRTC";
+#endif
+}
+
+Kernel render(GraphFixture& f, NodeId id, const KernelSchedule& schedule, Layout layout = Layout::Contiguous) {
+  return codegen::render_kernel(f.graph().node(id), operands_of(f.graph(), id, layout), schedule);
+}
+
+Kernel generate(GraphFixture& f, NodeId id, Layout layout = Layout::Contiguous) {
+  return codegen::generate_kernel(f.graph().node(id), operands_of(f.graph(), id, layout));
+}
+
+// Expected texts (tests/cpp/test_codegen_golden.inc): one raw string per kernel.
+#include "test_codegen_golden.inc"
+
+void expect_golden(const Kernel& kernel, const char* expected, const char* what) {
+  const std::string actual = golden(kernel);
+  EXPECT_EQ(actual, expected) << what << ": the generated text changed; the new text:\n" << actual;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Golden kernels
+// ------------------------------------------------------------------------------------------------
+
+TEST(CodegenGolden, ElementwiseThreadPerElement) {
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(3), int_const(5)});
+  const NodeId y = f.input(DType::F32, {int_const(5)});
+  const ir::Expr i0 = ir::loop_var(0), i1 = ir::loop_var(1);
+  const ir::Expr body = ir::add(ir::mul(ir::load(0, DType::F32, {i0, i1}), ir::load(1, DType::F32, {i1})),
+                                ir::float_const(1.0));
+  const NodeId out = f.b().pointwise(DType::F32, {int_const(3), int_const(5)}, {x, y}, body);
+  const Kernel k = generate(f, out);
+  EXPECT_EQ(k.schedule, KernelSchedule{});
+  EXPECT_EQ(k.block_size, 256);
+  EXPECT_EQ(k.threads_per_output, 1);
+  expect_golden(k, kGoldenElementwise, "elementwise");
+  expect_compiles({k});
+}
+
+TEST(CodegenGolden, StridedBf16Elementwise) {
+  // Graph inputs arrive with run-time strides; bf16 is computed in f32 and rounded.
+  GraphFixture f;
+  const NodeId x = f.input(DType::BF16, {int_const(4), int_const(6)});
+  const ir::Expr i0 = ir::loop_var(0), i1 = ir::loop_var(1);
+  const NodeId out = f.b().pointwise(DType::BF16, {int_const(4), int_const(6)}, {x},
+                                     ir::unary(ir::ExprOp::Exp, ir::load(0, DType::BF16, {i0, i1})));
+  const Kernel k = generate(f, out, Layout::Strided);
+  expect_golden(k, kGoldenStridedBf16, "strided_bf16");
+  expect_compiles({k});
+}
+
+TEST(CodegenGolden, ReduceThreadPerOutput) {
+  GraphFixture f;
+  const Kernel k = generate(f, testing::sum_over(f, DType::F32, 6, 4, /*reduce_axis=*/0));
+  EXPECT_EQ(k.schedule.mapping, Mapping::ThreadPerOutput);
+  expect_golden(k, kGoldenReduceThread, "reduce_thread");
+  expect_compiles({k});
+}
+
+TEST(CodegenGolden, ReduceWarpPerOutput) {
+  GraphFixture f;
+  const Kernel k = generate(f, testing::sum_over(f, DType::F32, 6, 100, /*reduce_axis=*/1));
+  EXPECT_EQ(k.schedule.mapping, Mapping::WarpPerOutput);
+  EXPECT_EQ(k.threads_per_output, 32);
+  expect_golden(k, kGoldenReduceWarp, "reduce_warp");
+  expect_compiles({k});
+}
+
+TEST(CodegenGolden, Pieces) {
+  GraphFixture f;
+  const NodeId a = f.input(DType::F32, {int_const(2), int_const(3)});
+  const NodeId b = f.input(DType::F32, {int_const(1), int_const(3)});
+  const Kernel k = generate(f, f.b().concat({a, b}, 0));
+  EXPECT_EQ(k.schedule.mapping, Mapping::Pieces);
+  EXPECT_EQ(k.grid_y, 2);
+  expect_golden(k, kGoldenPieces, "pieces");
+  expect_compiles({k});
+}
+
+TEST(CodegenGolden, VectorFold) {
+  GraphFixture f;
+  const Kernel k = generate(f, testing::pairwise_dots(f, DType::F32, 2, 2, 8));
+  EXPECT_EQ(k.schedule.mapping, Mapping::Elementwise);
+  EXPECT_EQ(k.schedule.vector_width, 4);
+  expect_golden(k, kGoldenVectorFold, "vector_fold");
+  expect_compiles({k});
+}
+
+TEST(CodegenGolden, WarpSharedFold) {
+  GraphFixture f;
+  const Kernel k = generate(f, testing::pairwise_dots(f, DType::F32, 2, 2, 64));
+  EXPECT_EQ(k.schedule.mapping, Mapping::WarpPerOutput);
+  expect_golden(k, kGoldenWarpFold, "warp_fold");
+  expect_compiles({k});
+}
+
+TEST(CodegenGolden, ScatterAccumulate) {
+  GraphFixture f;
+  const NodeId base = f.input(DType::F32, {int_const(10)});
+  const NodeId index = f.input(DType::I64, {int_const(3)});
+  const NodeId src = f.input(DType::F32, {int_const(3)});
+  const ir::Expr i = ir::loop_var(0);
+  const NodeId scatter = f.b().scatter(base, {int_const(3)}, {index, src}, {ir::load(1, DType::I64, {i})},
+                                       ir::load(2, DType::F32, {i}), /*accumulate=*/true);
+  const Kernel k = generate(f, scatter);
+  EXPECT_EQ(k.schedule.mapping, Mapping::Scatter);
+  ASSERT_EQ(k.check_labels.size(), 1u);  // the target's bounds check
+  expect_golden(k, kGoldenScatter, "scatter");
+  expect_compiles({k});
+}
+
+TEST(CodegenGolden, RowKernel) {
+  // relu(x * 2) summed over each row: one row-local graph, one thread per row.
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(64), int_const(4)});
+  const ir::Expr i0 = ir::loop_var(0), i1 = ir::loop_var(1);
+  const ir::Expr twice = ir::mul(ir::load(0, DType::F32, {i0, i1}), ir::float_const(2.0));
+  const NodeId relu = f.b().pointwise(DType::F32, {int_const(64), int_const(4)}, {x},
+                                      ir::binary(ir::ExprOp::Max, twice, ir::float_const(0.0)));
+  f.output(f.b().reduce_dims(relu, {1}, /*keepdim=*/false, ir::ReduceOp::Sum, DType::F32));
+  const passes::RowPlan plan = passes::plan_row_kernel(f.graph());
+  ASSERT_TRUE(plan.accepted) << plan.reason;
+  const Kernel k = codegen::generate_row_kernel(plan.graph, plan.rows);
+  EXPECT_EQ(k.schedule.mapping, Mapping::ThreadPerRow);
+  EXPECT_EQ(k.block_size, 32);
+  expect_golden(k, kGoldenRowKernel, "row_kernel");
+  expect_compiles({k});
+}
+
+// A grouped-rows contraction: the template's text is long; its shapes and types are checked here.
+TEST(CodegenGolden, GroupedRowsFillsTheTemplate) {
+  GraphFixture f;
+  const NodeId a = f.input(DType::BF16, {int_const(40), int_const(32)});
+  const NodeId w = f.input(DType::BF16, {int_const(2), int_const(32), int_const(64)});
+  const NodeId ends = f.input(DType::I32, {int_const(2)});
+  const NodeId grouped = f.b().grouped_rows_matmul(a, w, ends, DType::BF16);
+  const Kernel k = generate(f, grouped);
+  EXPECT_EQ(k.schedule.mapping, Mapping::GroupedRows);
+  EXPECT_EQ(k.block_size, 128);
+  const std::string text = golden(k);
+  EXPECT_NE(text.find("const lm_i64 lm_m = 40LL, lm_n = 64LL, lm_k = 32LL, lm_groups = 2LL;"), std::string::npos) << text;
+  EXPECT_NE(text.find("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"), std::string::npos) << text;
+  EXPECT_NE(text.find("#if 1 && defined(__CUDA_ARCH__)"), std::string::npos) << text;
+  EXPECT_NE(text.find("__launch_bounds__(128)"), std::string::npos) << text;
+  EXPECT_EQ(text.find('@'), std::string::npos) << "a template placeholder was left:\n" << text;
+  expect_compiles({k});
+}
+
+// ------------------------------------------------------------------------------------------------
+// Schedules as inputs
+// ------------------------------------------------------------------------------------------------
+
+TEST(CodegenSchedules, TheScheduleDecidesTheVectorWidthAndBlock) {
+  GraphFixture f;
+  const NodeId dots = testing::pairwise_dots(f, DType::F32, 2, 2, 8);
+  KernelSchedule s = schedule::choose_schedule(f.graph().node(dots), operands_of(f.graph(), dots));
+  ASSERT_EQ(s.vector_width, 4);
+  const Kernel vector = render(f, dots, s);
+  EXPECT_NE(vector.source.find("float4"), std::string::npos);
+  s.vector_width = 1;
+  s.block_size = 128;
+  const Kernel scalar = render(f, dots, s);
+  EXPECT_EQ(scalar.source.find("float4"), std::string::npos) << scalar.source;
+  EXPECT_NE(scalar.source.find("__launch_bounds__(128)"), std::string::npos);
+  EXPECT_EQ(scalar.block_size, 128);
+  EXPECT_EQ(scalar.schedule, s);
+  EXPECT_NE(scalar.name, vector.name);
+}
+
+// Every alternative schedule of a node renders and compiles.
+void expect_candidates_compile(GraphFixture& f, NodeId id, Layout layout, size_t at_least) {
+  const ir::Node& node = f.graph().node(id);
+  const std::vector<schedule::OperandInfo> operands = operands_of(f.graph(), id, layout);
+  const std::vector<KernelSchedule> candidates = schedule::candidate_schedules(node, operands);
+  EXPECT_GE(candidates.size(), at_least);
+  std::vector<Kernel> kernels;
+  for (const KernelSchedule& s : candidates) {
+    try {
+      kernels.push_back(codegen::render_kernel(node, operands, s));
+    } catch (const Error& error) {
+      ADD_FAILURE() << schedule::to_string(s) << ": " << error.what();
+      continue;
+    }
+    EXPECT_EQ(kernels.back().schedule, s);
+    EXPECT_EQ(kernels.back().block_size, s.block_size);
+    EXPECT_EQ(kernels.back().threads_per_output, s.threads_per_output);
+    EXPECT_EQ(kernels.back().grid_y, s.pieces);
+  }
+  expect_compiles(kernels);
+}
+
+TEST(CodegenSchedules, EveryCandidateCompiles) {
+  {
+    GraphFixture f;  // elementwise / warp, scalar and float4 folds
+    expect_candidates_compile(f, testing::pairwise_dots(f, DType::F32, 2, 3, 64), Layout::Contiguous, 12);
+  }
+  {
+    GraphFixture f;  // run-time float4 test of strided operands
+    expect_candidates_compile(f, testing::pairwise_dots(f, DType::F32, 2, 3, 16), Layout::Strided, 12);
+  }
+  {
+    GraphFixture f;  // f64 folds: no float4
+    expect_candidates_compile(f, testing::pairwise_dots(f, DType::F64, 2, 3, 64), Layout::Contiguous, 6);
+  }
+  {
+    GraphFixture f;  // thread / warp reductions, f16
+    expect_candidates_compile(f, testing::sum_over(f, DType::F16, 5, 70, 1), Layout::Strided, 6);
+  }
+  {
+    GraphFixture f;  // pieces and elementwise
+    const NodeId a = f.input(DType::I32, {int_const(2), int_const(3)});
+    const NodeId b = f.input(DType::I32, {int_const(5), int_const(3)});
+    expect_candidates_compile(f, f.b().concat({a, b}, 0), Layout::Contiguous, 6);
+  }
+  {
+    GraphFixture f;  // scatter
+    const NodeId base = f.input(DType::BF16, {int_const(10)});
+    const NodeId index = f.input(DType::I64, {int_const(3)});
+    const NodeId src = f.input(DType::BF16, {int_const(3)});
+    const ir::Expr i = ir::loop_var(0);
+    expect_candidates_compile(f,
+                              f.b().scatter(base, {int_const(3)}, {index, src}, {ir::load(1, DType::I64, {i})},
+                                            ir::load(2, DType::BF16, {i}), true),
+                              Layout::Strided, 3);
+  }
+  {
+    GraphFixture f;  // grouped rows, f32 (FMA path)
+    const NodeId a = f.input(DType::F32, {int_const(40), int_const(32)});
+    const NodeId w = f.input(DType::F32, {int_const(2), int_const(32), int_const(64)});
+    const NodeId ends = f.input(DType::I32, {int_const(2)});
+    expect_candidates_compile(f, f.b().grouped_rows_matmul(a, w, ends, DType::F32), Layout::Strided, 1);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Schedules the renderer refuses
+// ------------------------------------------------------------------------------------------------
+
+// The ScheduleError of rendering `id` with `s`, or a failure.
+std::string refusal(GraphFixture& f, NodeId id, const KernelSchedule& s) {
+  try {
+    render(f, id, s);
+  } catch (const schedule::ScheduleError& error) {
+    EXPECT_EQ(error.node(), f.graph().node(id).origin);
+    EXPECT_EQ(error.schedule(), s);
+    EXPECT_NE(std::string(error.what()).find(schedule::to_string(s)), std::string::npos) << error.what();
+    return error.reason();
+  }
+  ADD_FAILURE() << "rendered " << schedule::to_string(s);
+  return "";
+}
+
+KernelSchedule with(Mapping mapping, int threads_per_output = 1) {
+  KernelSchedule s;
+  s.mapping = mapping;
+  s.threads_per_output = threads_per_output;
+  return s;
+}
+
+TEST(CodegenSchedules, RefusesWhatItCannotRender) {
+  GraphFixture f;
+  const NodeId f64_dots = testing::pairwise_dots(f, DType::F64, 2, 2, 8);
+  KernelSchedule float4 = with(Mapping::Elementwise);
+  float4.vector_width = 4;
+  EXPECT_NE(refusal(f, f64_dots, float4).find("float4"), std::string::npos);
+
+  const NodeId x = f.input(DType::F32, {int_const(8)});
+  const NodeId copy = f.b().copy(x);
+  EXPECT_NE(refusal(f, copy, with(Mapping::WarpPerOutput, 32)).find("no top-level fold"), std::string::npos);
+  EXPECT_NE(refusal(f, copy, with(Mapping::ThreadPerOutput)).find("cannot be rendered as"), std::string::npos);
+  KernelSchedule pieces = with(Mapping::Pieces);
+  pieces.pieces = 2;
+  EXPECT_NE(refusal(f, copy, pieces).find("pieces"), std::string::npos);
+  KernelSchedule odd_block;
+  odd_block.block_size = 100;
+  EXPECT_NE(refusal(f, copy, odd_block).find("block size"), std::string::npos);
+  KernelSchedule unrolled;
+  unrolled.unroll = 2;
+  EXPECT_NE(refusal(f, copy, unrolled).find("unroll"), std::string::npos);
+  EXPECT_NE(refusal(f, copy, with(Mapping::Elementwise, 32)).find("threads per output"), std::string::npos);
+
+  const NodeId sum = testing::sum_over(f, DType::F32, 4, 4, 1);
+  EXPECT_NE(refusal(f, sum, with(Mapping::Elementwise)).find("cannot be rendered as"), std::string::npos);
+
+  const NodeId a = f.input(DType::F32, {int_const(40), int_const(32)});
+  const NodeId w = f.input(DType::F32, {int_const(2), int_const(32), int_const(64)});
+  const NodeId ends = f.input(DType::I32, {int_const(2)});
+  const NodeId grouped = f.b().grouped_rows_matmul(a, w, ends, DType::F32);
+  KernelSchedule tile = with(Mapping::GroupedRows, 128);
+  EXPECT_NE(refusal(f, grouped, tile).find("128 threads per block"), std::string::npos);  // block 256
+  EXPECT_NE(refusal(f, grouped, with(Mapping::Elementwise)).find("grouped-rows"), std::string::npos);
+}
+
+TEST(CodegenSchedules, RowKernelsRefuseOtherSchedules) {
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(64), int_const(4)});
+  f.output(f.b().copy(x));
+  const passes::RowPlan plan = passes::plan_row_kernel(f.graph());
+  ASSERT_TRUE(plan.accepted) << plan.reason;
+  KernelSchedule s = schedule::choose_row_schedule();
+  s.vector_width = 4;
+  EXPECT_THROW(codegen::render_row_kernel(plan.graph, plan.rows, s), schedule::ScheduleError);
+  EXPECT_THROW(codegen::render_row_kernel(plan.graph, plan.rows, KernelSchedule{}), schedule::ScheduleError);
+  s = schedule::choose_row_schedule();
+  s.block_size = 64;
+  const Kernel k = codegen::render_row_kernel(plan.graph, plan.rows, s);
+  EXPECT_EQ(k.block_size, 64);
+  EXPECT_NE(k.source.find("__launch_bounds__(64)"), std::string::npos) << k.source;
+  expect_compiles({k});
+}
+
+}  // namespace
+}  // namespace luminal

@@ -1,0 +1,214 @@
+// The schedule rules (schedule::choose_schedule) on small hand-built IR nodes: which mapping, vector
+// width and launch shape each kind of kernel gets, and the alternatives candidate_schedules lists.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "kernel_helpers.h"
+#include "schedule/kernel_schedule.h"
+
+namespace luminal {
+namespace {
+
+using ir::int_const;
+using ir::NodeId;
+using schedule::KernelSchedule;
+using schedule::Layout;
+using schedule::Mapping;
+using testing::GraphFixture;
+using testing::operands_of;
+
+KernelSchedule chosen(GraphFixture& f, NodeId id, Layout layout = Layout::Contiguous) {
+  return schedule::choose_schedule(f.graph().node(id), operands_of(f.graph(), id, layout));
+}
+
+TEST(ScheduleRules, ReductionOverTheInnermostAxisGetsAWarpPerOutput) {
+  GraphFixture f;
+  const KernelSchedule s = chosen(f, testing::sum_over(f, DType::F32, 8, 1000, /*reduce_axis=*/1));
+  EXPECT_EQ(s.mapping, Mapping::WarpPerOutput);
+  EXPECT_EQ(s.threads_per_output, 32);
+  EXPECT_EQ(s.block_size, 256);
+  EXPECT_EQ(s.vector_width, 1);  // the node's own reduction is not a fold
+}
+
+TEST(ScheduleRules, ReductionOverAnOuterAxisGetsAThreadPerOutput) {
+  // Consecutive reduction steps are a row apart: a warp would gain nothing.
+  GraphFixture f;
+  const KernelSchedule s = chosen(f, testing::sum_over(f, DType::F32, 1000, 8, /*reduce_axis=*/0));
+  EXPECT_EQ(s.mapping, Mapping::ThreadPerOutput);
+  EXPECT_EQ(s.threads_per_output, 1);
+}
+
+TEST(ScheduleRules, RaggedReductionGetsAThreadPerOutput) {
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(4), int_const(64)});
+  const NodeId lengths = f.input(DType::I64, {int_const(4)});
+  const ir::Expr i = ir::loop_var(0), r = ir::reduce_var(0);
+  const NodeId sum = f.b().reduce(DType::F32, {int_const(4)}, {x, lengths}, ir::load(0, DType::F32, {i, r}),
+                                  ir::ReduceOp::Sum, {ir::load(1, DType::I64, {i})});
+  EXPECT_EQ(chosen(f, sum).mapping, Mapping::ThreadPerOutput);
+}
+
+TEST(ScheduleRules, LongTopLevelFoldGetsAWarpPerOutput) {
+  GraphFixture f;
+  const KernelSchedule s = chosen(f, testing::pairwise_dots(f, DType::F32, 4, 3, 64));
+  EXPECT_EQ(s.mapping, Mapping::WarpPerOutput);
+  EXPECT_EQ(s.threads_per_output, 32);
+  // The fold qualifies for float4 loads (the warp's lanes share it, so the kernel has no float4 loop).
+  EXPECT_EQ(s.vector_width, 4);
+}
+
+TEST(ScheduleRules, ShortFoldOverAlignedF32RowsGetsFloat4) {
+  GraphFixture f;
+  const KernelSchedule s = chosen(f, testing::pairwise_dots(f, DType::F32, 4, 3, 16));
+  EXPECT_EQ(s.mapping, Mapping::Elementwise);
+  EXPECT_EQ(s.threads_per_output, 1);
+  EXPECT_EQ(s.vector_width, 4);
+}
+
+TEST(ScheduleRules, Float4NeedsF32AndRowsOfAMultipleOfFour) {
+  {
+    GraphFixture f;  // f64
+    EXPECT_EQ(chosen(f, testing::pairwise_dots(f, DType::F64, 4, 3, 16)).vector_width, 1);
+  }
+  {
+    GraphFixture f;  // rows of 18 floats: neither the fold nor the rows split into float4s
+    EXPECT_EQ(chosen(f, testing::pairwise_dots(f, DType::F32, 4, 3, 18)).vector_width, 1);
+  }
+  {
+    GraphFixture f;  // strided operands: the strides are tested at run time
+    EXPECT_EQ(chosen(f, testing::pairwise_dots(f, DType::F32, 4, 3, 16), Layout::Strided).vector_width, 4);
+  }
+  {
+    GraphFixture f;  // constant strides that are not unit innermost
+    const NodeId dots = testing::pairwise_dots(f, DType::F32, 4, 3, 16);
+    std::vector<schedule::OperandInfo> operands = operands_of(f.graph(), dots, Layout::Fixed);
+    operands[0].fixed_strides = {1, 64, 4};
+    EXPECT_EQ(schedule::choose_schedule(f.graph().node(dots), operands).vector_width, 1);
+    operands[0].fixed_strides = {48, 16, 1};
+    EXPECT_EQ(schedule::choose_schedule(f.graph().node(dots), operands).vector_width, 4);
+  }
+}
+
+TEST(ScheduleRules, FoldWithABoundsCheckKeepsTheScalarLoop) {
+  // A gather inside the fold: its index is checked per step, which rules the float4 loop out.
+  GraphFixture f;
+  const NodeId table = f.input(DType::F32, {int_const(10), int_const(16)});
+  const NodeId index = f.input(DType::I64, {int_const(4), int_const(16)});
+  const ir::Expr i = ir::loop_var(0), r = ir::reduce_var(0);
+  const ir::Expr row = ir::check_index(ir::load(1, DType::I64, {i, r}), int_const(10));
+  const NodeId bag = f.b().pointwise(DType::F32, {int_const(4)}, {table, index},
+                                     ir::fold(ir::ReduceOp::Sum, 0, int_const(16), ir::load(0, DType::F32, {row, r})));
+  EXPECT_EQ(chosen(f, bag).vector_width, 1);
+}
+
+TEST(ScheduleRules, ConcatenationGetsOnePiecePerPart) {
+  GraphFixture f;
+  const NodeId a = f.input(DType::F32, {int_const(3), int_const(5)});
+  const NodeId b = f.input(DType::F32, {int_const(4), int_const(5)});
+  const NodeId c = f.input(DType::F32, {int_const(2), int_const(5)});
+  const KernelSchedule s = chosen(f, f.b().concat({a, b, c}, 0));
+  EXPECT_EQ(s.mapping, Mapping::Pieces);
+  EXPECT_EQ(s.pieces, 3);
+  EXPECT_EQ(s.threads_per_output, 1);
+}
+
+TEST(ScheduleRules, PlainPointwiseIsElementwise) {
+  GraphFixture f;
+  const NodeId x = f.input(DType::BF16, {int_const(7), int_const(9)});
+  const KernelSchedule s = chosen(f, f.b().copy(x));
+  EXPECT_EQ(s, KernelSchedule{});
+  EXPECT_EQ(s.mapping, Mapping::Elementwise);
+  EXPECT_EQ(s.block_size, 256);
+  EXPECT_EQ(s.vector_width, 1);
+  EXPECT_EQ(s.pieces, 1);
+  EXPECT_EQ(s.unroll, 1);
+}
+
+TEST(ScheduleRules, ScatterGroupedRowsAndRowKernels) {
+  GraphFixture f;
+  const NodeId base = f.input(DType::F32, {int_const(10)});
+  const NodeId index = f.input(DType::I64, {int_const(3)});
+  const NodeId src = f.input(DType::F32, {int_const(3)});
+  const ir::Expr i = ir::loop_var(0);
+  const NodeId scatter = f.b().scatter(base, {int_const(3)}, {index, src}, {ir::load(1, DType::I64, {i})},
+                                       ir::load(2, DType::F32, {i}), /*accumulate=*/true);
+  EXPECT_EQ(chosen(f, scatter).mapping, Mapping::Scatter);
+
+  const NodeId a = f.input(DType::BF16, {int_const(40), int_const(32)});
+  const NodeId w = f.input(DType::BF16, {int_const(2), int_const(32), int_const(64)});
+  const NodeId ends = f.input(DType::I32, {int_const(2)});
+  const NodeId grouped = f.b().grouped_rows_matmul(a, w, ends, DType::BF16);
+  ASSERT_NE(f.graph().node(grouped).contraction, ir::Contraction::None);
+  const KernelSchedule g = chosen(f, grouped);
+  EXPECT_EQ(g.mapping, Mapping::GroupedRows);
+  EXPECT_EQ(g.block_size, 128);
+  EXPECT_EQ(g.threads_per_output, 128);
+
+  const KernelSchedule rows = schedule::choose_row_schedule();
+  EXPECT_EQ(rows.mapping, Mapping::ThreadPerRow);
+  EXPECT_EQ(rows.block_size, 32);
+  EXPECT_EQ(rows.vector_width, 1);
+}
+
+TEST(ScheduleRules, NodesWithoutKernelsAreRefused) {
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(4)});
+  EXPECT_THROW(schedule::choose_schedule(f.graph().node(x), {}), Error);
+}
+
+TEST(ScheduleCandidates, StartWithTheChosenScheduleAndHoldNoDuplicates) {
+  GraphFixture f;
+  const NodeId dots = testing::pairwise_dots(f, DType::F32, 4, 3, 64);
+  const auto operands = operands_of(f.graph(), dots);
+  const std::vector<KernelSchedule> candidates = schedule::candidate_schedules(f.graph().node(dots), operands);
+  ASSERT_FALSE(candidates.empty());
+  EXPECT_EQ(candidates.front(), schedule::choose_schedule(f.graph().node(dots), operands));
+  for (size_t a = 0; a < candidates.size(); ++a) {
+    for (size_t b = a + 1; b < candidates.size(); ++b) EXPECT_NE(candidates[a], candidates[b]) << a << " " << b;
+  }
+  const auto has = [&](Mapping mapping, int width) {
+    return std::any_of(candidates.begin(), candidates.end(),
+                       [&](const KernelSchedule& s) { return s.mapping == mapping && s.vector_width == width; });
+  };
+  EXPECT_TRUE(has(Mapping::Elementwise, 4));
+  EXPECT_TRUE(has(Mapping::Elementwise, 1));
+  EXPECT_TRUE(has(Mapping::WarpPerOutput, 1));
+  EXPECT_FALSE(has(Mapping::ThreadPerOutput, 1));  // a reduction's mapping
+  EXPECT_FALSE(has(Mapping::Pieces, 1));
+}
+
+TEST(ScheduleCandidates, ReductionsOfferBothMappingsAndNoFloat4WithoutAFold) {
+  GraphFixture f;
+  const NodeId sum = testing::sum_over(f, DType::F32, 8, 100, 1);
+  const std::vector<KernelSchedule> candidates =
+      schedule::candidate_schedules(f.graph().node(sum), operands_of(f.graph(), sum));
+  bool thread = false, warp = false;
+  for (const KernelSchedule& s : candidates) {
+    thread = thread || s.mapping == Mapping::ThreadPerOutput;
+    warp = warp || s.mapping == Mapping::WarpPerOutput;
+    EXPECT_EQ(s.vector_width, 1) << schedule::to_string(s);
+  }
+  EXPECT_TRUE(thread);
+  EXPECT_TRUE(warp);
+}
+
+TEST(ScheduleValues, PrintAndCompare) {
+  KernelSchedule s;
+  s.mapping = Mapping::WarpPerOutput;
+  s.threads_per_output = 32;
+  s.vector_width = 4;
+  EXPECT_EQ(schedule::to_string(s), "warp_per_output(block 256, 32 threads/output, vector 4, unroll 1)");
+  KernelSchedule pieces;
+  pieces.mapping = Mapping::Pieces;
+  pieces.pieces = 3;
+  EXPECT_EQ(schedule::to_string(pieces), "pieces(block 256, 1 threads/output, vector 1, unroll 1, 3 pieces)");
+  EXPECT_NE(s, pieces);
+  KernelSchedule copy = s;
+  EXPECT_EQ(copy, s);
+  copy.block_size = 128;
+  EXPECT_NE(copy, s);
+}
+
+}  // namespace
+}  // namespace luminal
