@@ -1,0 +1,123 @@
+// Expression values (the scalar ops themselves: scalar_code.cpp), loads and operand strides.
+#include <unordered_map>
+
+#include "codegen/kernel_writer.h"
+#include "ir/simplify.h"
+
+namespace luminal::codegen::detail {
+
+// The C name of input `slot`'s pointer.
+std::string KernelWriter::operand_pointer(int slot) const {
+  const OperandInfo& op = operands_.at(slot);
+  return op.name.empty() ? str_cat("p.in", slot) : op.name;
+}
+
+// Element strides of input `slot`, one C expression per dimension.
+std::vector<std::string> KernelWriter::operand_strides(int slot) const {
+  const OperandInfo& op = operands_.at(slot);
+  std::vector<std::string> strides(op.shape.size());
+  switch (op.layout) {
+    case Layout::Strided:
+      for (size_t d = 0; d < strides.size(); ++d) {
+        strides[d] = op.name.empty() ? str_cat("p.stride", slot, "_", d) : str_cat(op.name, "_s", d);
+      }
+      break;
+    case Layout::Row: fail("internal error: row operands have no memory strides");
+    case Layout::Fixed:
+      for (size_t d = 0; d < strides.size(); ++d) strides[d] = str_cat(op.fixed_strides.at(d), "LL");
+      break;
+    case Layout::Contiguous: {
+      Expr stride = ir::int_const(1);
+      for (size_t d = strides.size(); d-- > 0;) {
+        strides[d] = shape_code(ir::simplify(stride, {}));
+        stride = ir::mul(stride, op.shape[d]);
+      }
+      break;
+    }
+  }
+  return strides;
+}
+
+std::string KernelWriter::value_code(const Expr& e, int scope) {
+  auto arg = [&](size_t k) { return emit(e->args[k], scope); };
+  const DType t = e->dtype;
+  const bool is_double = t == DType::F64;
+  const std::string f = is_double ? "" : "f";  // math function suffix
+  switch (e->op) {
+    case ExprOp::Const:
+      return is_floating(t) ? rounding(t, float_literal(e->float_value, t)) : int_literal(e->int_value, t);
+    case ExprOp::LoopVar: return str_cat("i", e->index);
+    case ExprOp::ReduceVar: return str_cat("r", e->index);
+    case ExprOp::Symbol: return "p." + sanitize(e->symbol);
+    case ExprOp::Load: return load_code(e, scope);
+    case ExprOp::CheckIndex: {
+      const std::string mask = e->masked ? arg(2) : "true";
+      uses_checks_ = true;
+      return str_cat("lm_check(", arg(0), ", ", arg(1), ", ", mask, ", p.error, lm_ok, p.check_base + ",
+                     check_label_id(e->symbol), ")");
+    }
+    case ExprOp::Cast: return cast_code(e->args[0]->dtype, t, arg(0));
+    case ExprOp::Where: return str_cat("(", arg(0), " ? ", arg(1), " : ", arg(2), ")");
+    case ExprOp::IsNan:
+      return is_floating(e->args[0]->dtype) ? str_cat("(", arg(0), " != ", arg(0), ")") : std::string("false");
+    default: break;
+  }
+  if (ir::is_comparison_op(e->op)) {
+    static const std::unordered_map<int, const char*> symbols = {
+        {static_cast<int>(ExprOp::Eq), "=="}, {static_cast<int>(ExprOp::Ne), "!="},
+        {static_cast<int>(ExprOp::Lt), "<"},  {static_cast<int>(ExprOp::Le), "<="},
+        {static_cast<int>(ExprOp::Gt), ">"},  {static_cast<int>(ExprOp::Ge), ">="}};
+    return str_cat("(", arg(0), " ", symbols.at(static_cast<int>(e->op)), " ", arg(1), ")");
+  }
+  if (is_floating(t)) return rounding(t, float_op(e, f, is_double, arg));
+  return int_op(e, arg);
+}
+
+std::string KernelWriter::load_code(const Expr& e, int scope) {
+  const int slot = e->index;
+  const OperandInfo& op = operands_.at(slot);
+  if (op.layout == Layout::Row) return row_load_code(e, scope);
+  const std::vector<std::string> strides = operand_strides(slot);
+  std::string offset;
+  for (size_t d = 0; d < e->load_rank(); ++d) {
+    const std::string index = emit(e->args[d], scope);
+    const std::string term = strides[d] == "1LL" ? index : str_cat(index, " * ", strides[d]);
+    offset = offset.empty() ? term : str_cat(offset, " + ", term);
+  }
+  if (offset.empty()) offset = "0";
+  std::string read = str_cat(operand_pointer(slot), "[", offset, "]");
+  switch (op.dtype) {
+    case DType::F16: read = "lm_h2f(" + read + ")"; break;
+    case DType::BF16: read = "lm_bf2f(" + read + ")"; break;
+    case DType::Bool: read = "(" + read + " != 0)"; break;
+    default: break;
+  }
+  return guarded(e, read, scope);
+}
+
+// Reads that a failed check or a false mask must not perform yield 0.
+std::string KernelWriter::guarded(const Expr& e, const std::string& read, int scope) {
+  std::string guard = uses_checks_ ? "lm_ok" : "";
+  if (e->masked) {
+    const std::string mask = emit(e->mask(), scope);
+    guard = guard.empty() ? mask : str_cat(guard, " && ", mask);
+  }
+  if (guard.empty()) return read;
+  return str_cat("((", guard, ") ? ", read, " : (", value_type(e->dtype), ")0)");
+}
+
+// A read of the producer's row of the current batch index: dimensions 1.. index a contiguous
+// local array (the row planner proved that dimension 0 is i0).
+std::string KernelWriter::row_load_code(const Expr& e, int scope) {
+  const OperandInfo& op = operands_.at(e->index);
+  Expr flat = ir::int_const(0);
+  int64_t stride = 1;
+  for (size_t d = e->load_rank(); d-- > 1;) {
+    flat = ir::add(flat, ir::mul(e->args[d], ir::int_const(stride)));
+    stride *= ir::as_int_const(op.shape[d]).value();
+  }
+  const std::string offset = emit(ir::simplify(flat, {}), scope);
+  return guarded(e, str_cat(op.name, "[", offset, "]"), scope);
+}
+
+}  // namespace luminal::codegen::detail

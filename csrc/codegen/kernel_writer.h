@@ -1,0 +1,155 @@
+// Private to csrc/codegen: the writer that renders one IR node (or one node of a row kernel) as
+// CUDA C. Its member functions live in several files, by concern:
+//   emitter.cpp       scopes, structural CSE, folds, parameters, naming
+//   expressions.cpp   expression values, loads, operand strides (scalar ops: scalar_code.cpp)
+//   vector_folds.cpp  float4 folds and fold groups (row kernels)
+//   node_kernels.cpp  elementwise / pieces / reduction / scatter kernels
+//   row_kernel.cpp    row kernels (one kernel for a row-local graph)
+//   grouped_rows.cpp  the grouped-rows GEMM (its template: grouped_rows.cuh)
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "codegen/cuda_codegen.h"
+#include "codegen/scalar_code.h"
+#include "common/error.h"
+#include "passes/passes.h"
+
+namespace luminal::codegen::detail {
+
+using ir::Expr;
+using ir::ExprOp;
+using ir::Node;
+using ir::NodeKind;
+
+constexpr size_t kMaxPieces = 256;
+constexpr int64_t kWarpFoldLength = 64;
+
+// Grouped-rows GEMM tiles (see KernelWriter::write_grouped_rows).
+constexpr int kGroupedTile = 64;
+constexpr int kGroupedThreads = 128;
+
+// The C name of a shape symbol's kernel parameter.
+std::string sanitize(const std::string& symbol);
+
+class KernelWriter {
+ public:
+  // `check_labels`: where the labels of the checks go (shared by the nodes of a row kernel);
+  // null: the writer's own list, which name_and_finish hands to the kernel.
+  KernelWriter(const Node& node, const std::vector<OperandInfo>& operands,
+               std::vector<std::string>* check_labels = nullptr)
+      : node_(node), operands_(operands), check_labels_(check_labels ? check_labels : &own_check_labels_) {}
+
+  // ---- shape expressions (i64, symbols only) ----
+  static std::string shape_code(const Expr& e);
+  static std::string replace_all(std::string text, const std::string& from, const std::string& to);
+
+  Kernel write_grouped_rows();
+  Kernel write_scatter();
+  Kernel write();
+
+  // Row kernels: the code computing this node's row for batch index i0 into `array`.
+  std::string row_fragment(const std::string& array, const std::vector<Expr>& element_bodies);
+
+ private:
+  // ---- expressions (SSA statements in nested scopes) ----
+  // A scope is the root of a work item, a loop (the node's reduction or a fold) or one branch of a
+  // lazily evaluated `where`. Values are emitted in the outermost scope they may live in: out of
+  // loops whose variables they do not read, but never out of a branch (the other branch must not
+  // pay for them). A scope's code is pasted into its parent when it is closed.
+  struct Scope {
+    int parent = -1;
+    std::vector<int> vars;  // reduce variables bound by this scope
+    bool branch = false;
+    std::unordered_map<Expr, std::string, ir::ExprHash, ir::ExprEqual> names;  // structural CSE
+    std::ostringstream code;
+    int indent = 4;
+  };
+
+  struct Combine {
+    std::string acc_type, init, step;  // step uses `acc` and `val`
+  };
+
+  // ---- vectorized folds (vector_folds.cpp) ----
+  static constexpr int kVectorWidth = 4;
+
+  struct VectorFold {
+    std::string condition;  // run-time: every vector load aligned (and unit innermost stride)
+    std::string code;       // the vector loop's body
+  };
+
+  // ---- parameters (emitter.cpp) ----
+  void add_node_params();
+  void name_and_finish(Kernel& kernel, const std::string& text) const;
+  size_t check_label_id(const std::string& label);
+  void add_param(ParamKind kind, int slot = -1, int dim = -1, std::string symbol = "");
+  void collect_symbols();
+  std::string params_declaration() const;
+
+  // ---- scopes and emission (emitter.cpp) ----
+  int open_scope(int parent, std::vector<int> vars, bool branch);
+  bool inside_loop(int scope) const;
+  int placement(const Expr& e, int scope);
+  const std::vector<int>& free_vars(const Expr& e);
+  std::string fresh() { return str_cat("v", counter_++); }
+  void line(int scope, const std::string& text);
+  std::string emit(const Expr& e, int scope);
+  bool expensive(const Expr& e);
+  std::string emit_lazy_where(const Expr& e, int scope);
+  std::string indented(int scope, const std::string& text) const;
+  std::string emit_fold(const Expr& e, int scope);
+  std::string element_function(const std::string& name, const std::string& type, const Expr& e, int arity);
+  std::string unravel(const std::string& flat, int indent) const { return unravel(flat, indent, node_.shape); }
+  std::string unravel(const std::string& flat, int indent, const ir::Shape& shape) const;
+  std::string store_code(const std::string& value) const;
+
+  // ---- expressions and loads (expressions.cpp) ----
+  std::string operand_pointer(int slot) const;
+  std::vector<std::string> operand_strides(int slot) const;
+  std::string value_code(const Expr& e, int scope);
+  std::string load_code(const Expr& e, int scope);
+  std::string guarded(const Expr& e, const std::string& read, int scope);
+  std::string row_load_code(const Expr& e, int scope);
+
+  // ---- vectorized folds and fold groups (vector_folds.cpp) ----
+  bool varies_with(const Expr& e, int var);
+  bool vector_loads(const Expr& e, int var, std::vector<Expr>& loads, std::unordered_set<const ir::ExprNode*>& seen);
+  std::string vector_load_condition(const Expr& load);
+  std::optional<VectorFold> emit_vector_fold(const Expr& fold, int scope, const Combine& c, const std::string& acc);
+  static std::vector<Expr> unconditional_folds(const Expr& root);
+  void emit_fold_groups(const std::vector<std::vector<Expr>>& groups, int scope);
+
+  // ---- node kernels (node_kernels.cpp) ----
+  std::string accumulate_code(const std::string& target, const std::string& value) const;
+  std::string elementwise_body();
+  static ir::Shape piece_shape_of(const Node& node, const passes::PointwisePiece& piece);
+  ir::Shape piece_shape(const passes::PointwisePiece& piece) const { return piece_shape_of(node_, piece); }
+  std::string pieces_body(const std::vector<passes::PointwisePiece>& pieces);
+  bool has_long_top_level_fold(const Expr& body) const;
+  Schedule choose_reduce_schedule() const;
+  static Combine combine_code(ir::ReduceOp op, DType t);
+  std::string warp_combine(const Combine& c) const;
+  std::string reduce_body(Schedule schedule);
+
+  const Node& node_;
+  const std::vector<OperandInfo>& operands_;
+  std::vector<KernelParam> params_;
+  std::vector<std::unique_ptr<Scope>> scopes_;
+  std::unordered_map<const ir::ExprNode*, std::vector<int>> free_vars_;
+  std::unordered_map<const ir::ExprNode*, bool> expensive_;
+  std::vector<std::string> own_check_labels_;
+  std::vector<std::string>* check_labels_;
+  int counter_ = 0;
+  bool uses_checks_ = false;
+  bool warp_mode_ = false;
+  bool unroll_folds_ = false;
+};
+
+}  // namespace luminal::codegen::detail

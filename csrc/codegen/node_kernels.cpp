@@ -1,0 +1,299 @@
+// Kernels of single IR nodes: elementwise (a thread or a warp per element), pieces of a
+// concatenation, reductions (a thread or a warp per output) and scatters.
+#include <functional>
+
+#include "codegen/kernel_writer.h"
+#include "ir/simplify.h"
+
+namespace luminal::codegen::detail {
+
+Kernel KernelWriter::write() {
+  Kernel kernel;
+  kernel.outputs = ir::product(node_.shape);
+  std::vector<passes::PointwisePiece> pieces;
+  if (node_.kind == NodeKind::Reduce) {
+    kernel.schedule = choose_reduce_schedule();
+  } else {
+    pieces = passes::split_pointwise(node_);
+    if (pieces.size() > 1 && pieces.size() <= kMaxPieces) {
+      kernel.schedule = Schedule::Pieces;
+      kernel.grid_y = static_cast<int>(pieces.size());
+      Expr largest = ir::int_const(0);
+      for (const passes::PointwisePiece& piece : pieces) largest = ir::max(largest, ir::product(piece_shape(piece)));
+      kernel.outputs = ir::simplify(largest, {});
+    } else if (has_long_top_level_fold(node_.body)) {
+      kernel.schedule = Schedule::WarpPerOutput;
+    }
+  }
+  kernel.threads_per_output = kernel.schedule == Schedule::WarpPerOutput ? 32 : 1;
+  warp_mode_ = kernel.schedule == Schedule::WarpPerOutput;
+
+  add_node_params();
+
+  std::string body;
+  switch (kernel.schedule) {
+    case Schedule::Elementwise: body = elementwise_body(); break;
+    case Schedule::Pieces: body = pieces_body(pieces); break;
+    case Schedule::WarpPerOutput: body = node_.kind == NodeKind::Reduce ? reduce_body(kernel.schedule) : elementwise_body(); break;
+    case Schedule::ThreadPerOutput: body = reduce_body(kernel.schedule); break;
+  }
+  name_and_finish(kernel, params_declaration() + body);
+  return kernel;
+}
+
+// A scatter (ir::NodeKind::Scatter): one thread per element of the domain computes its target
+// and value and writes it (an assignment's winner among duplicate targets is unspecified, as in
+// eager), or adds it atomically, rounded once per add. The base was copied into the output
+// before (or the output is the base's own memory). A failed bounds check writes nothing.
+Kernel KernelWriter::write_scatter() {
+  Kernel kernel;
+  kernel.outputs = ir::simplify(ir::product(node_.scatter_domain), {});
+  add_node_params();
+  const int root = open_scope(-1, {}, false);
+  std::vector<std::string> coordinates;
+  for (const Expr& target : node_.scatter_targets) coordinates.push_back(emit(target, root));
+  const std::string value = emit(node_.body, root);
+  std::ostringstream out;
+  out << "extern \"C\" __global__ void __launch_bounds__(256) LM_KERNEL(const LM_KERNEL_params p) {\n";
+  out << "  const lm_i64 lm_n = " << shape_code(kernel.outputs) << ";\n";
+  out << "  for (lm_i64 lm_flat = (lm_i64)blockIdx.x * blockDim.x + threadIdx.x; lm_flat < lm_n;"
+      << " lm_flat += (lm_i64)gridDim.x * blockDim.x) {\n";
+  out << "    bool lm_ok = true; (void)lm_ok;\n";
+  out << unravel("lm_flat", 4, node_.scatter_domain);
+  out << scopes_[root]->code.str();
+  std::string offset = "0LL";
+  Expr stride = ir::int_const(1);
+  for (size_t d = node_.rank(); d-- > 0;) {
+    offset = str_cat("(", offset, " + ", coordinates[d], " * ", shape_code(ir::simplify(stride, {})), ")");
+    stride = ir::mul(stride, node_.shape[d]);
+  }
+  out << "    if (!lm_ok) continue;\n";
+  out << "    " << storage_type(node_.dtype) << "* const lm_target = p.out + " << offset << ";\n";
+  out << "    " << (node_.scatter_accumulate ? accumulate_code("lm_target", value) : str_cat("*lm_target = ", store_code(value), ";")) << "\n";
+  out << "  }\n}\n";
+  name_and_finish(kernel, params_declaration() + out.str());
+  return kernel;
+}
+
+// An atomic `*target = round(*target + value)` in the node's dtype (prelude helpers).
+std::string KernelWriter::accumulate_code(const std::string& target, const std::string& value) const {
+  switch (node_.dtype) {
+    case DType::F32: return str_cat("atomicAdd(", target, ", ", value, ");");
+    case DType::F64: return str_cat("atomicAdd(", target, ", ", value, ");");
+    case DType::F16: return str_cat("lm_atomic_add_h(", target, ", ", value, ");");
+    case DType::BF16: return str_cat("lm_atomic_add_bf(", target, ", ", value, ");");
+    case DType::I64: return str_cat("atomicAdd((lm_u64*)", target, ", (lm_u64)", value, ");");
+    case DType::I32: return str_cat("atomicAdd((unsigned int*)", target, ", (unsigned int)", value, ");");
+    case DType::I16: return str_cat("lm_atomic_add_narrow(", target, ", (unsigned int)", value, ", 16u);");
+    case DType::I8:
+    case DType::U8: return str_cat("lm_atomic_add_narrow(", target, ", (unsigned int)", value, ", 8u);");
+    case DType::Bool: return str_cat("if (", value, " != 0) *", target, " = 1;");
+  }
+  fail("internal error: scatter accumulation of ", dtype_name(node_.dtype));
+}
+
+std::string KernelWriter::elementwise_body() {
+  const int root = open_scope(-1, {}, false);
+  const std::string result = emit(node_.body, root);
+  std::ostringstream out;
+  out << "extern \"C\" __global__ void __launch_bounds__(256) LM_KERNEL(const LM_KERNEL_params p) {\n";
+  out << "  const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(node_.shape), {})) << ";\n";
+  if (warp_mode_) {
+    // A warp per element: every lane runs the element's code, lanes split its top-level folds.
+    out << "  const int lm_lane = threadIdx.x & 31;\n";
+    out << "  for (lm_i64 lm_flat = ((lm_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; lm_flat < lm_n;"
+        << " lm_flat += ((lm_i64)gridDim.x * blockDim.x) >> 5) {\n";
+  } else {
+    out << "  for (lm_i64 lm_flat = (lm_i64)blockIdx.x * blockDim.x + threadIdx.x; lm_flat < lm_n;"
+        << " lm_flat += (lm_i64)gridDim.x * blockDim.x) {\n";
+  }
+  out << "    bool lm_ok = true; (void)lm_ok;\n";
+  out << unravel("lm_flat", 4);
+  out << scopes_[root]->code.str();
+  out << "    " << (warp_mode_ ? "if (lm_lane == 0) " : "") << "p.out[lm_flat] = " << store_code(result) << ";\n";
+  out << "  }\n}\n";
+  return out.str();
+}
+
+ir::Shape KernelWriter::piece_shape_of(const Node& node, const passes::PointwisePiece& piece) {
+  ir::Shape shape = node.shape;
+  if (piece.axis >= 0) shape[piece.axis] = piece.extent;
+  return shape;
+}
+
+// One case per piece, selected by blockIdx.y; each piece iterates its own box of the output.
+std::string KernelWriter::pieces_body(const std::vector<passes::PointwisePiece>& pieces) {
+  std::ostringstream out;
+  out << "extern \"C\" __global__ void __launch_bounds__(256) LM_KERNEL(const LM_KERNEL_params p) {\n";
+  out << "  switch (blockIdx.y) {\n";
+  // Contiguous output strides.
+  std::vector<std::string> strides(node_.rank());
+  {
+    Expr stride = ir::int_const(1);
+    for (size_t d = node_.rank(); d-- > 0;) {
+      strides[d] = shape_code(ir::simplify(stride, {}));
+      stride = ir::mul(stride, node_.shape[d]);
+    }
+  }
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    const passes::PointwisePiece& piece = pieces[k];
+    const ir::Shape box = piece_shape(piece);
+    const int root = open_scope(-1, {}, false);
+    scopes_[root]->indent = 6;
+    const std::string result = emit(piece.body, root);
+    std::string offset;
+    for (size_t d = 0; d < node_.rank(); ++d) {
+      std::string index = str_cat("i", d);
+      if (static_cast<int>(d) == piece.axis && !piece.begin->is_int_const(0)) {
+        index = str_cat("(i", d, " + ", shape_code(piece.begin), ")");
+      }
+      const std::string term = strides[d] == "1LL" ? index : str_cat(index, " * ", strides[d]);
+      offset = offset.empty() ? term : str_cat(offset, " + ", term);
+    }
+    if (offset.empty()) offset = "0";
+    out << "    case " << k << ": {\n";
+    out << "    const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(box), {})) << ";\n";
+    out << "    for (lm_i64 lm_flat = (lm_i64)blockIdx.x * blockDim.x + threadIdx.x; lm_flat < lm_n;"
+        << " lm_flat += (lm_i64)gridDim.x * blockDim.x) {\n";
+    out << "      bool lm_ok = true; (void)lm_ok;\n";
+    out << unravel("lm_flat", 6, box);
+    out << scopes_[root]->code.str();
+    out << "      p.out[" << offset << "] = " << store_code(result) << ";\n";
+    out << "    }\n";
+    out << "    } break;\n";
+  }
+  out << "  }\n}\n";
+  return out.str();
+}
+
+// A fold long enough that a warp should share it (it is not inside another loop).
+bool KernelWriter::has_long_top_level_fold(const Expr& body) const {
+  bool found = false;
+  std::function<void(const Expr&, bool)> walk = [&](const Expr& e, bool in_loop) {
+    if (found) return;
+    if (e->op == ExprOp::Fold) {
+      const auto extent = ir::as_int_const(e->args[0]);
+      if (!in_loop && extent && *extent >= kWarpFoldLength) found = true;
+      walk(e->args[0], in_loop);
+      walk(e->args[1], true);
+      return;
+    }
+    for (const Expr& arg : e->args) walk(arg, in_loop);
+  };
+  walk(body, false);
+  return found;
+}
+
+Schedule KernelWriter::choose_reduce_schedule() const {
+  const bool ragged = !ir::is_shape_expr(node_.reduce_extents[0]);
+  if (ragged) return Schedule::ThreadPerOutput;
+  // A warp per output pays off when consecutive reduction steps read consecutive memory.
+  bool reduction_is_innermost = false;
+  ir::visit(node_.body, [&](const Expr& e) {
+    if (e->op != ExprOp::Load || e->load_rank() == 0) return;
+    const Expr& last = e->args[e->load_rank() - 1];
+    if (ir::contains_op(last, ExprOp::ReduceVar)) reduction_is_innermost = true;
+  });
+  return reduction_is_innermost ? Schedule::WarpPerOutput : Schedule::ThreadPerOutput;
+}
+
+KernelWriter::Combine KernelWriter::combine_code(ir::ReduceOp op, DType t) {
+  const bool floating = is_floating(t);
+  const std::string acc = floating ? (t == DType::F64 ? "double" : "float") : "lm_i64";
+  const std::string sfx = t == DType::F64 ? "d" : "f";
+  switch (op) {
+    case ir::ReduceOp::Sum: return {acc, "0", "acc = acc + val;"};
+    case ir::ReduceOp::Prod: return {acc, "1", "acc = acc * val;"};
+    case ir::ReduceOp::Max:
+      if (floating) return {acc, "-__int_as_float(0x7f800000)", "acc = lm_max_" + sfx + "(acc, val);"};
+      return {acc, "(-9223372036854775807LL - 1)", "acc = acc > val ? acc : val;"};
+    case ir::ReduceOp::Min:
+      if (floating) return {acc, "__int_as_float(0x7f800000)", "acc = lm_min_" + sfx + "(acc, val);"};
+      return {acc, "9223372036854775807LL", "acc = acc < val ? acc : val;"};
+    case ir::ReduceOp::Any: return {acc, "0", "acc = (acc != 0 || val != 0);"};
+    case ir::ReduceOp::All: return {acc, "1", "acc = (acc != 0 && val != 0);"};
+  }
+  return {acc, "0", ""};
+}
+
+std::string KernelWriter::warp_combine(const Combine& c) const {
+  // The same step, with `val` taken from another lane.
+  return str_cat("for (int lm_o = 16; lm_o > 0; lm_o >>= 1) { const ", c.acc_type,
+                 " val = __shfl_xor_sync(0xffffffffu, acc, lm_o); ", c.step, " }");
+}
+
+std::string KernelWriter::reduce_body(Schedule schedule) {
+  const Combine c = combine_code(node_.reduce_op, node_.dtype);
+  const bool ragged = !ir::is_shape_expr(node_.reduce_extents[0]);
+  const int outer = open_scope(-1, {}, false);
+  std::vector<int> node_vars;
+  for (size_t d = 0; d < node_.reduce_extents.size(); ++d) node_vars.push_back(static_cast<int>(d));
+  const int inner = open_scope(outer, node_vars, false);
+  for (int v : node_vars) scopes_[inner]->names.emplace(ir::reduce_var(v), str_cat("r", v));
+  // Extents: static ones are products of shape expressions; a ragged one is evaluated per output.
+  std::string extent_code;
+  std::vector<std::string> static_extents;
+  if (ragged) {
+    extent_code = emit(node_.reduce_extents[0], outer);
+  } else {
+    for (const Expr& extent : node_.reduce_extents) static_extents.push_back(shape_code(extent));
+    extent_code = shape_code(ir::simplify(ir::product(node_.reduce_extents), {}));
+  }
+  // Reduction variables from the flat reduction index lm_r.
+  std::ostringstream rvars;
+  {
+    const std::string pad(scopes_[inner]->indent, ' ');
+    if (ragged) {
+      rvars << pad << "const lm_i64 r0 = lm_r;\n";
+    } else {
+      rvars << pad << "lm_i64 lm_rr = lm_r;\n";
+      for (size_t d = static_extents.size(); d-- > 0;) {
+        if (d == 0) {
+          rvars << pad << "const lm_i64 r0 = lm_rr;\n";
+        } else {
+          rvars << pad << "const lm_i64 r" << d << " = lm_rr % " << static_extents[d] << "; lm_rr /= "
+                << static_extents[d] << ";\n";
+        }
+      }
+      rvars << pad << "(void)lm_rr;\n";
+    }
+  }
+  const std::string value = emit(node_.body, inner);
+  const std::string cast_value = str_cat("(", c.acc_type, ")", value);
+
+  std::ostringstream out;
+  const bool warp = schedule == Schedule::WarpPerOutput;
+  out << "extern \"C\" __global__ void __launch_bounds__(256) LM_KERNEL(const LM_KERNEL_params p) {\n";
+  out << "  const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(node_.shape), {})) << ";\n";
+  if (warp) {
+    out << "  const int lm_lane = threadIdx.x & 31;\n";
+    out << "  const lm_i64 lm_first = ((lm_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;\n";
+    out << "  const lm_i64 lm_step = ((lm_i64)gridDim.x * blockDim.x) >> 5;\n";
+  } else {
+    out << "  const lm_i64 lm_first = (lm_i64)blockIdx.x * blockDim.x + threadIdx.x;\n";
+    out << "  const lm_i64 lm_step = (lm_i64)gridDim.x * blockDim.x;\n";
+  }
+  out << "  for (lm_i64 lm_flat = lm_first; lm_flat < lm_n; lm_flat += lm_step) {\n";
+  out << "    bool lm_ok = true; (void)lm_ok;\n";
+  out << unravel("lm_flat", 4);
+  out << scopes_[outer]->code.str();
+  out << "    const lm_i64 lm_extent = " << extent_code << ";\n";
+  out << "    " << c.acc_type << " acc = " << c.init << ";\n";
+  out << "    for (lm_i64 lm_r = " << (warp ? "lm_lane" : "0") << "; lm_r < lm_extent; lm_r += " << (warp ? "32" : "1")
+      << ") {\n";
+  out << rvars.str();
+  out << scopes_[inner]->code.str();
+  out << "      const " << c.acc_type << " val = " << cast_value << ";\n";
+  out << "      " << c.step << "\n";
+  out << "    }\n";
+  if (warp) {
+    out << "    " << warp_combine(c) << "\n";
+    out << "    if (lm_lane == 0) p.out[lm_flat] = " << store_code(str_cat("(", value_type(node_.dtype), ")acc")) << ";\n";
+  } else {
+    out << "    p.out[lm_flat] = " << store_code(str_cat("(", value_type(node_.dtype), ")acc")) << ";\n";
+  }
+  out << "  }\n}\n";
+  return out.str();
+}
+
+}  // namespace luminal::codegen::detail
