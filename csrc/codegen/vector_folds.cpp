@@ -43,7 +43,12 @@ bool KernelWriter::vector_loads(const Expr& e, int var, std::vector<Expr>& loads
       loads.push_back(e);
       return true;
     }
-    default: break;
+    case ExprOp::Const:
+    case ExprOp::LoopVar:
+    case ExprOp::ReduceVar:
+    case ExprOp::Symbol:
+    case ExprOp::Cast:
+      LUMINAL_SCALAR_OP_CASES break;
   }
   for (const Expr& arg : e->args) {
     if (!vector_loads(arg, var, loads, seen)) return false;
