@@ -1,7 +1,7 @@
 // Scalar semantics of the IR's primitive ops, written once for the host and the device.
 //
 // The host includes this header (constant folding, symbol evaluation, the CPU interpreter: they
-// reach these functions through the op table in ir/expr.h). The device gets its text: the build
+// reach these functions through the op table, ir/op_table.h). The device gets its text: the build
 // embeds this file into the CUDA prelude (cmake/embed_text.cmake -> codegen::prelude()), and NVRTC
 // compiles it with __CUDACC_RTC__ defined, so it must include nothing there. Kernels call the
 // lm_*_f / lm_*_d names below; the host calls the overloaded lm_* templates.
@@ -13,8 +13,13 @@
 #ifndef LUMINAL_COMMON_SCALAR_OPS_H
 #define LUMINAL_COMMON_SCALAR_OPS_H
 
-#ifdef __CUDACC_RTC__
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
 #define LM_HD __host__ __device__ __forceinline__
+#else
+#define LM_HD inline
+#endif
+
+#ifdef __CUDACC_RTC__
 typedef long long lm_i64;
 typedef unsigned long long lm_u64;
 // libm by value type: NVRTC has no float overloads of the C math functions.
@@ -42,7 +47,6 @@ LM_MATH_OVERLOADS2(copysign)
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#define LM_HD inline
 #define LM_MATH(name) std::name
 #define LM_NAN_F std::numeric_limits<float>::quiet_NaN()
 #define LM_NAN_D std::numeric_limits<double>::quiet_NaN()
