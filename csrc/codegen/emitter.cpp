@@ -20,15 +20,29 @@ std::string KernelWriter::shape_code(const Expr& e) {
   switch (e->op) {
     case ExprOp::Const: return str_cat(e->int_value, "LL");
     case ExprOp::Symbol: return "p." + sanitize(e->symbol);
-    case ExprOp::Add: return str_cat("(", shape_code(e->args[0]), " + ", shape_code(e->args[1]), ")");
-    case ExprOp::Mul: return str_cat("(", shape_code(e->args[0]), " * ", shape_code(e->args[1]), ")");
-    case ExprOp::FloorDiv:
-      return str_cat("lm_floordiv_s(", shape_code(e->args[0]), ", ", shape_code(e->args[1]), ")");
-    case ExprOp::Mod: return str_cat("lm_mod_s(", shape_code(e->args[0]), ", ", shape_code(e->args[1]), ")");
-    case ExprOp::Max: return str_cat("max(", shape_code(e->args[0]), ", ", shape_code(e->args[1]), ")");
-    case ExprOp::Min: return str_cat("min(", shape_code(e->args[0]), ", ", shape_code(e->args[1]), ")");
-    default: fail("internal error: cannot emit shape expression ", ir::to_string(e));
+    LUMINAL_BINARY_OP_CASES return shape_op_code(e);
+    case ExprOp::LoopVar:
+    case ExprOp::ReduceVar:
+    case ExprOp::Load:
+    case ExprOp::Where:
+    case ExprOp::Cast:
+    case ExprOp::CheckIndex:
+    case ExprOp::Fold:
+      LUMINAL_UNARY_OP_CASES break;  // not shape arithmetic
   }
+  fail("internal error: cannot emit shape expression ", ir::to_string(e));
+}
+
+// The binary ops of shape arithmetic (divisors are positive sizes: lm_floordiv_s/lm_mod_s).
+std::string KernelWriter::shape_op_code(const Expr& e) {
+  const std::string a = shape_code(e->args[0]), b = shape_code(e->args[1]);
+  if (e->op == ExprOp::Add) return str_cat("(", a, " + ", b, ")");
+  if (e->op == ExprOp::Mul) return str_cat("(", a, " * ", b, ")");
+  if (e->op == ExprOp::FloorDiv) return str_cat("lm_floordiv_s(", a, ", ", b, ")");
+  if (e->op == ExprOp::Mod) return str_cat("lm_mod_s(", a, ", ", b, ")");
+  if (e->op == ExprOp::Max) return str_cat("max(", a, ", ", b, ")");
+  if (e->op == ExprOp::Min) return str_cat("min(", a, ", ", b, ")");
+  fail("internal error: cannot emit shape expression ", ir::to_string(e));
 }
 
 std::string KernelWriter::replace_all(std::string text, const std::string& from, const std::string& to) {

@@ -41,8 +41,6 @@ std::vector<std::string> KernelWriter::operand_strides(int slot) const {
 std::string KernelWriter::value_code(const Expr& e, int scope) {
   auto arg = [&](size_t k) { return emit(e->args[k], scope); };
   const DType t = e->dtype;
-  const bool is_double = t == DType::F64;
-  const std::string f = is_double ? "" : "f";  // math function suffix
   switch (e->op) {
     case ExprOp::Const:
       return is_floating(t) ? rounding(t, float_literal(e->float_value, t)) : int_literal(e->int_value, t);
@@ -58,19 +56,12 @@ std::string KernelWriter::value_code(const Expr& e, int scope) {
     }
     case ExprOp::Cast: return cast_code(e->args[0]->dtype, t, arg(0));
     case ExprOp::Where: return str_cat("(", arg(0), " ? ", arg(1), " : ", arg(2), ")");
-    case ExprOp::IsNan:
-      return is_floating(e->args[0]->dtype) ? str_cat("(", arg(0), " != ", arg(0), ")") : std::string("false");
-    default: break;
+    case ExprOp::Fold: break;  // the kernel writer emits folds as loops (emit_fold)
+    LUMINAL_SCALAR_OP_CASES
+      if (is_floating(e->args[0]->dtype)) return rounding(t, float_op(e, arg));
+      return int_op(e, arg);
   }
-  if (ir::is_comparison_op(e->op)) {
-    static const std::unordered_map<int, const char*> symbols = {
-        {static_cast<int>(ExprOp::Eq), "=="}, {static_cast<int>(ExprOp::Ne), "!="},
-        {static_cast<int>(ExprOp::Lt), "<"},  {static_cast<int>(ExprOp::Le), "<="},
-        {static_cast<int>(ExprOp::Gt), ">"},  {static_cast<int>(ExprOp::Ge), ">="}};
-    return str_cat("(", arg(0), " ", symbols.at(static_cast<int>(e->op)), " ", arg(1), ")");
-  }
-  if (is_floating(t)) return rounding(t, float_op(e, f, is_double, arg));
-  return int_op(e, arg);
+  fail("internal error: cannot emit ", ir::expr_op_name(e->op), " as a value");
 }
 
 std::string KernelWriter::load_code(const Expr& e, int scope) {

@@ -55,6 +55,7 @@ class KernelWriter {
 
   // ---- shape expressions (i64, symbols only) ----
   static std::string shape_code(const Expr& e);
+  static std::string shape_op_code(const Expr& e);
   static std::string replace_all(std::string text, const std::string& from, const std::string& to);
 
   Kernel write_grouped_rows();

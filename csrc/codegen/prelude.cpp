@@ -1,11 +1,16 @@
 #include "codegen/cuda_codegen.h"
 
+namespace luminal::embedded {
+extern const char kScalarOpsHeader[];  // common/scalar_ops.h (cmake/embed_text.cmake)
+}  // namespace luminal::embedded
+
 namespace luminal::codegen {
 
 const std::string& prelude() {
-  static const std::string text = R"(// luminal kernel prelude
-typedef long long lm_i64;
-typedef unsigned long long lm_u64;
+  // The scalar functions (common/scalar_ops.h, embedded at build time) come first: the device-only
+  // part below uses their types and functions.
+  static const std::string text = std::string("// luminal kernel prelude\n") + embedded::kScalarOpsHeader + R"(
+// ---- device only ----
 struct __align__(16) lm_vec16 { unsigned int x, y, z, w; };  // a 16-byte vector load
 // 16-byte global -> shared copies, asynchronous on sm_80+ (cp.async; `valid` false writes zeros).
 __device__ __forceinline__ void lm_copy16(void* shared, const void* global, bool valid) {
@@ -37,33 +42,8 @@ __device__ __forceinline__ void lm_copy16_wait_all() {
 
 __device__ __forceinline__ float lm_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 __device__ __forceinline__ unsigned short lm_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
-__device__ __forceinline__ float lm_bf2f(unsigned short b) { return __uint_as_float(((unsigned int)b) << 16); }
-__device__ __forceinline__ unsigned short lm_f2bf(float f) {
-  unsigned int u = __float_as_uint(f);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0u) return (unsigned short)((u >> 16) | 0x0040u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (unsigned short)(u >> 16);
-}
 __device__ __forceinline__ float lm_round_h(float f) { return lm_h2f(lm_f2h(f)); }
 __device__ __forceinline__ float lm_round_bf(float f) { return lm_bf2f(lm_f2bf(f)); }
-
-__device__ __forceinline__ float lm_max_f(float a, float b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
-__device__ __forceinline__ float lm_min_f(float a, float b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
-__device__ __forceinline__ double lm_max_d(double a, double b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
-__device__ __forceinline__ double lm_min_d(double a, double b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
-__device__ __forceinline__ float lm_sign_f(float x) { return (float)((0.0f < x) - (x < 0.0f)); }  // NaN -> 0, as torch
-__device__ __forceinline__ float lm_i0_f(float x) { return isinf(x) ? (x - x) : cyl_bessel_i0f(x); }
-__device__ __forceinline__ double lm_i0_d(double x) { return isinf(x) ? (x - x) : cyl_bessel_i0(x); }
-__device__ __forceinline__ double lm_sign_d(double x) { return (double)((0.0 < x) - (x < 0.0)); }
-__device__ __forceinline__ float lm_pymod_f(float a, float b) { float m = fmodf(a, b); if (m != 0.0f && ((b < 0.0f) != (m < 0.0f))) m += b; return m; }
-__device__ __forceinline__ double lm_pymod_d(double a, double b) { double m = fmod(a, b); if (m != 0.0 && ((b < 0.0) != (m < 0.0))) m += b; return m; }
-__device__ __forceinline__ float lm_gelu_tanh_f(float x) { return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * (x * x * x)))); }
-__device__ __forceinline__ double lm_gelu_tanh_d(double x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * (x * x * x)))); }
-
-// NaN and out-of-range values convert to INT64_MIN, as on the CPU.
-__device__ __forceinline__ lm_i64 lm_f2i(double v) {
-  return (v > -9223372036854775808.0 && v < 9223372036854775808.0) ? (lm_i64)v : (lm_i64)0x8000000000000000ull;
-}
 
 // error record: [code, value, bound, check label id or -1]; the first error wins.
 __device__ __noinline__ void lm_report(lm_i64* error, lm_i64 code, lm_i64 value, lm_i64 bound, lm_i64 check) {
@@ -78,17 +58,13 @@ __device__ __forceinline__ lm_i64 lm_check(lm_i64 index, lm_i64 bound, bool live
   if (index < 0 || index >= bound) { lm_report(error, 1, index, bound, check); ok = false; return 0; }
   return index;
 }
+// Integer division and modulo: the shared arithmetic; a zero divisor records error 2
+// (DeviceError::DivisionByZero) with the dividend, and the host raises it after the launch.
 __device__ __forceinline__ lm_i64 lm_floordiv(lm_i64 a, lm_i64 b, lm_i64* error) {
-  if (b == 0) { lm_report(error, 2, a, 0, -1); return 0; }
-  if (b == -1) return (lm_i64)(0ull - (lm_u64)a);
-  const lm_i64 q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+  return lm_floordiv_checked(a, b, [error](lm_i64 value) { lm_report(error, 2, value, 0, -1); });
 }
 __device__ __forceinline__ lm_i64 lm_mod(lm_i64 a, lm_i64 b, lm_i64* error) {
-  if (b == 0) { lm_report(error, 2, a, 0, -1); return 0; }
-  if (b == -1) return 0;
-  const lm_i64 r = a % b;
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+  return lm_mod_checked(a, b, [error](lm_i64 value) { lm_report(error, 2, value, 0, -1); });
 }
 // Scatter accumulation into 16- and 8-bit elements: a compare-and-swap loop on the aligned 32-bit
 // word that holds the element (the other bytes are written back unchanged).
@@ -117,9 +93,6 @@ __device__ __forceinline__ void lm_atomic_add_narrow(void* address, unsigned int
     old = atomicCAS(word, assumed, (assumed & ~mask) | next);
   } while (assumed != old);
 }
-// Shape arithmetic (divisors are positive sizes).
-__device__ __forceinline__ lm_i64 lm_floordiv_s(lm_i64 a, lm_i64 b) { const lm_i64 q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
-__device__ __forceinline__ lm_i64 lm_mod_s(lm_i64 a, lm_i64 b) { const lm_i64 r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 )";
   return text;
 }

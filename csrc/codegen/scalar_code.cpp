@@ -1,7 +1,9 @@
 #include "codegen/scalar_code.h"
 
 #include <cstring>
+#include <map>
 #include <sstream>
+#include <vector>
 
 #include "common/error.h"
 
@@ -87,113 +89,103 @@ std::string cast_code(DType from, DType to, const std::string& value) {
   return str_cat("((", value_type(to), ")", value, ")");
 }
 
-std::string float_op(const Expr& e, const std::string& f, bool is_double, const ScalarArg& arg) {
-  const std::string one = is_double ? "1.0" : "1.0f";
-  const std::string zero = is_double ? "0.0" : "0.0f";
-  const std::string sfx = is_double ? "d" : "f";
-  switch (e->op) {
-    case ExprOp::Neg: return "(-" + arg(0) + ")";
-    case ExprOp::Abs: return str_cat("fabs", f, "(", arg(0), ")");
-    case ExprOp::Relu: return str_cat("(", arg(0), " < ", zero, " ? ", zero, " : ", arg(0), ")");
-    case ExprOp::Sigmoid: return str_cat("(", one, " / (", one, " + exp", f, "(-", arg(0), ")))");
-    case ExprOp::Tanh: return str_cat("tanh", f, "(", arg(0), ")");
-    case ExprOp::Exp: return str_cat("exp", f, "(", arg(0), ")");
-    case ExprOp::Log: return str_cat("log", f, "(", arg(0), ")");
-    case ExprOp::Sqrt: return str_cat("sqrt", f, "(", arg(0), ")");
-    case ExprOp::Rsqrt: return str_cat("(", one, " / sqrt", f, "(", arg(0), "))");
-    case ExprOp::Recip: return str_cat("(", one, " / ", arg(0), ")");
-    case ExprOp::Sin: return str_cat("sin", f, "(", arg(0), ")");
-    case ExprOp::Cos: return str_cat("cos", f, "(", arg(0), ")");
-    case ExprOp::Erf: return str_cat("erf", f, "(", arg(0), ")");
-    case ExprOp::Tan: return str_cat("tan", f, "(", arg(0), ")");
-    case ExprOp::Asin: return str_cat("asin", f, "(", arg(0), ")");
-    case ExprOp::Acos: return str_cat("acos", f, "(", arg(0), ")");
-    case ExprOp::Atan: return str_cat("atan", f, "(", arg(0), ")");
-    case ExprOp::Sinh: return str_cat("sinh", f, "(", arg(0), ")");
-    case ExprOp::Cosh: return str_cat("cosh", f, "(", arg(0), ")");
-    case ExprOp::Asinh: return str_cat("asinh", f, "(", arg(0), ")");
-    case ExprOp::Acosh: return str_cat("acosh", f, "(", arg(0), ")");
-    case ExprOp::Atanh: return str_cat("atanh", f, "(", arg(0), ")");
-    case ExprOp::Expm1: return str_cat("expm1", f, "(", arg(0), ")");
-    case ExprOp::Log1p: return str_cat("log1p", f, "(", arg(0), ")");
-    case ExprOp::Log2: return str_cat("log2", f, "(", arg(0), ")");
-    case ExprOp::Log10: return str_cat("log10", f, "(", arg(0), ")");
-    case ExprOp::Exp2: return str_cat("exp2", f, "(", arg(0), ")");
-    case ExprOp::Erfc: return str_cat("erfc", f, "(", arg(0), ")");
-    case ExprOp::Erfinv: return str_cat("erfinv", f, "(", arg(0), ")");
-    case ExprOp::Lgamma: return str_cat("lgamma", f, "(", arg(0), ")");
-    // torch's Chebyshev evaluation gives NaN for +-inf; CUDA's gives inf.
-    case ExprOp::I0: return str_cat("lm_i0_", sfx, "(", arg(0), ")");
-    case ExprOp::GeluTanh: return str_cat("lm_gelu_tanh_", sfx, "(", arg(0), ")");
-    case ExprOp::Floor: return str_cat("floor", f, "(", arg(0), ")");
-    case ExprOp::Ceil: return str_cat("ceil", f, "(", arg(0), ")");
-    case ExprOp::Trunc: return str_cat("trunc", f, "(", arg(0), ")");
-    case ExprOp::Round: return str_cat("rint", f, "(", arg(0), ")");
-    case ExprOp::Sign: return str_cat("lm_sign_", sfx, "(", arg(0), ")");
-    case ExprOp::Add: return str_cat("(", arg(0), " + ", arg(1), ")");
-    case ExprOp::Sub: return str_cat("(", arg(0), " - ", arg(1), ")");
-    case ExprOp::Mul: return str_cat("(", arg(0), " * ", arg(1), ")");
-    case ExprOp::Div: return str_cat("(", arg(0), " / ", arg(1), ")");
-    case ExprOp::Pow: return str_cat("pow", f, "(", arg(0), ", ", arg(1), ")");
-    case ExprOp::Atan2: return str_cat("atan2", f, "(", arg(0), ", ", arg(1), ")");
-    case ExprOp::Hypot: return str_cat("hypot", f, "(", arg(0), ", ", arg(1), ")");
-    case ExprOp::Fmod: return str_cat("fmod", f, "(", arg(0), ", ", arg(1), ")");
-    case ExprOp::Copysign: return str_cat("copysign", f, "(", arg(0), ", ", arg(1), ")");
-    case ExprOp::Max: return str_cat("lm_max_", sfx, "(", arg(0), ", ", arg(1), ")");
-    case ExprOp::Min: return str_cat("lm_min_", sfx, "(", arg(0), ", ", arg(1), ")");
-    case ExprOp::FloorDiv: return str_cat("floor", f, "(", arg(0), " / ", arg(1), ")");
-    case ExprOp::Mod: return str_cat("lm_pymod_", sfx, "(", arg(0), ", ", arg(1), ")");
-    default: fail("internal error: cannot emit ", ir::expr_op_name(e->op), " on ", dtype_name(e->dtype));
+// ------------------------------------------------------------------------------------------------
+// Scalar ops: the CUDA templates of the op table (ir/op_table.h)
+// ------------------------------------------------------------------------------------------------
+namespace {
+
+// The operands a template names ({0}, {1}; the wrap and bitnot forms name both or the first).
+std::vector<bool> operands_used(const std::string& text, size_t arity) {
+  std::vector<bool> used(arity, false);
+  for (size_t k = 0; k < arity; ++k) used[k] = text.find("{" + std::to_string(k) + "}") != std::string::npos;
+  if (text.find("{wrap") != std::string::npos) used.assign(arity, true);
+  if (text.find("{bitnot}") != std::string::npos) used[0] = true;
+  return used;
+}
+
+// Renders `text`, replacing each {name} by values.at(name). Operands are rendered last first: the
+// order in which the hand-written emitters produced them (their statements, CSE names), so that
+// kernels stay byte-identical.
+std::string render(const Expr& e, const std::string& text, std::map<std::string, std::string> values,
+                   const ScalarArg& arg) {
+  const std::vector<bool> used = operands_used(text, e->args.size());
+  for (size_t k = used.size(); k-- > 0;) {
+    if (used[k]) values[std::to_string(k)] = arg(k);
   }
+  std::string out;
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t open = text.find('{', pos);
+    if (open == std::string::npos) {
+      out.append(text, pos, std::string::npos);
+      break;
+    }
+    const size_t close = text.find('}', open);
+    LUMINAL_CHECK(close != std::string::npos, "internal error: unterminated placeholder in '", text, "'");
+    const auto it = values.find(text.substr(open + 1, close - open - 1));
+    LUMINAL_CHECK(it != values.end(), "internal error: unknown placeholder in '", text, "' for ",
+                  ir::expr_op_name(e->op));
+    out.append(text, pos, open - pos).append(it->second);
+    pos = close + 1;
+  }
+  return out;
+}
+
+const char* template_of(const Expr& e, bool floating) {
+  const ir::OpInfo& info = ir::op_info(e->op);
+  const char* text = floating ? info.cuda_float : info.cuda_int;
+  LUMINAL_CHECK(text != nullptr && *text != '\0', "internal error: cannot emit ", ir::expr_op_name(e->op), " on ",
+                dtype_name(e->args.at(0)->dtype));
+  return text;
+}
+
+}  // namespace
+
+std::string float_op(const Expr& e, const ScalarArg& arg) {
+  const bool is_double = e->args.at(0)->dtype == DType::F64;
+  return render(e, template_of(e, true),
+                {{"f", is_double ? "" : "f"},
+                 {"s", is_double ? "d" : "f"},
+                 {"one", is_double ? "1.0" : "1.0f"},
+                 {"zero", is_double ? "0.0" : "0.0f"}},
+                arg);
 }
 
 std::string int_op(const Expr& e, const ScalarArg& arg) {
-  const DType t = e->dtype;
-  const std::string type = value_type(t);
-  const std::string u = unsigned_type(t);
-  auto wrap = [&](const char* op) {
-    if (t == DType::Bool) return str_cat("((", arg(0), " ", op, " ", arg(1), ") != 0)");
-    if (t == DType::U8) return str_cat("((", type, ")(", arg(0), " ", op, " ", arg(1), "))");
-    return str_cat("((", type, ")((", u, ")", arg(0), " ", op, " (", u, ")", arg(1), "))");
-  };
-  switch (e->op) {
-    case ExprOp::Neg: return str_cat("((", type, ")(0u - (", u, ")", arg(0), "))");
-    case ExprOp::Abs: return str_cat("(", arg(0), " < 0 ? ((", type, ")(0u - (", u, ")", arg(0), ")) : ", arg(0), ")");
-    case ExprOp::Relu: return str_cat("(", arg(0), " < 0 ? (", type, ")0 : ", arg(0), ")");
-    case ExprOp::Sign: return str_cat("((", type, ")((", arg(0), " > 0) - (", arg(0), " < 0)))");
-    case ExprOp::Not: return str_cat("(!", arg(0), ")");
-    case ExprOp::BitNot:
-      return t == DType::Bool ? str_cat("(!", arg(0), ")") : str_cat("((", type, ")~", arg(0), ")");
-    case ExprOp::Floor:
-    case ExprOp::Ceil:
-    case ExprOp::Trunc:
-    case ExprOp::Round: return arg(0);
-    case ExprOp::Add: return wrap("+");
-    case ExprOp::Sub: return wrap("-");
-    case ExprOp::Mul: return t == DType::Bool ? str_cat("(", arg(0), " && ", arg(1), ")") : wrap("*");
-    case ExprOp::FloorDiv: return str_cat("((", type, ")lm_floordiv((lm_i64)", arg(0), ", (lm_i64)", arg(1), ", p.error))");
-    case ExprOp::Mod: return str_cat("((", type, ")lm_mod((lm_i64)", arg(0), ", (lm_i64)", arg(1), ", p.error))");
-    case ExprOp::Max: return str_cat("(", arg(0), " > ", arg(1), " ? ", arg(0), " : ", arg(1), ")");
-    case ExprOp::Min: return str_cat("(", arg(0), " < ", arg(1), " ? ", arg(0), " : ", arg(1), ")");
-    case ExprOp::BitAnd: return str_cat("((", type, ")(", arg(0), " & ", arg(1), "))");
-    case ExprOp::BitOr: return str_cat("((", type, ")(", arg(0), " | ", arg(1), "))");
-    case ExprOp::BitXor: return str_cat("((", type, ")(", arg(0), " ^ ", arg(1), "))");
-    // torch's shifts: a negative or too large amount shifts everything out (left) or gives the
-    // sign fill (right); C++ leaves those undefined, so they are handled explicitly.
-    case ExprOp::Shl: {
-      const size_t bits = dtype_size(t) * 8;
-      return str_cat("((", arg(1), " < 0 || ", arg(1), " >= ", bits, ") ? (", type, ")0 : (", type, ")((", u, ")",
-                     arg(0), " << ", arg(1), "))");
+  const DType t = e->args.at(0)->dtype;
+  const std::string type = value_type(t), u = unsigned_type(t);
+  const size_t bits = dtype_size(t) * 8;
+  std::map<std::string, std::string> values = {{"T", type},
+                                               {"U", u},
+                                               {"bits", std::to_string(bits)},
+                                               {"maxshift", std::to_string(bits - (t == DType::U8 ? 0 : 1))}};
+  const std::string text = template_of(e, false);
+  if (text.find("{wrap") != std::string::npos || text.find("{bitnot}") != std::string::npos) {
+    // Wrapping arithmetic and bit negation depend on the type: bool normalizes (and multiplies as
+    // a logical and), u8 truncates, the other signed types compute in their unsigned type.
+    const std::string a = "{0}", b = "{1}";
+    for (const char* op : {"+", "-", "*"}) {
+      std::string wrapped;
+      if (t == DType::Bool) {
+        wrapped = std::string(op) == "*" ? str_cat("(", a, " && ", b, ")") : str_cat("((", a, " ", op, " ", b, ") != 0)");
+      } else if (t == DType::U8) {
+        wrapped = str_cat("((", type, ")(", a, " ", op, " ", b, "))");
+      } else {
+        wrapped = str_cat("((", type, ")((", u, ")", a, " ", op, " (", u, ")", b, "))");
+      }
+      values[std::string("wrap") + op] = wrapped;
     }
-    case ExprOp::Shr: {
-      const size_t max_shift = dtype_size(t) * 8 - (t == DType::U8 ? 0 : 1);
-      return str_cat("((", arg(1), " < 0 || ", arg(1), " >= ", max_shift, ") ? (", type, ")(", arg(0), " >> ",
-                     max_shift, ") : (", type, ")(", arg(0), " >> ", arg(1), "))");
+    values["bitnot"] = t == DType::Bool ? "(!{0})" : str_cat("((", type, ")~{0})");
+    // Expand the type-dependent form first, then its operands.
+    std::string expanded = text;
+    for (const auto& name : {"wrap+", "wrap-", "wrap*", "bitnot"}) {
+      const std::string key = std::string("{") + name + "}";
+      for (size_t pos = expanded.find(key); pos != std::string::npos; pos = expanded.find(key)) {
+        expanded.replace(pos, key.size(), values[name]);
+      }
     }
-    case ExprOp::And: return str_cat("(", arg(0), " && ", arg(1), ")");
-    case ExprOp::Or: return str_cat("(", arg(0), " || ", arg(1), ")");
-    default: fail("internal error: cannot emit ", ir::expr_op_name(e->op), " on ", dtype_name(e->dtype));
+    return render(e, expanded, values, arg);
   }
+  return render(e, text, values, arg);
 }
 
 }  // namespace luminal::codegen::detail

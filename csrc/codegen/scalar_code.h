@@ -33,9 +33,10 @@ std::string cast_code(DType from, DType to, const std::string& value);
 // text needs it: each call may emit the argument's statements (the caller's CSE).
 using ScalarArg = std::function<std::string(size_t)>;
 
-// A float op of `e` (f32-class or f64; `f` is the math-function suffix, "f" or "").
-std::string float_op(const ir::Expr& e, const std::string& f, bool is_double, const ScalarArg& arg);
-// An integer or bool op of `e` (signed arithmetic wraps, division and modulo floor).
+// The CUDA expression of a scalar op of `e` (Unary, Test, Binary or Compare kind) from the op
+// table's templates (ir/op_table.h): float_op for floating operands (f32-class or f64), int_op
+// for integer and bool operands (signed arithmetic wraps, division and modulo floor).
+std::string float_op(const ir::Expr& e, const ScalarArg& arg);
 std::string int_op(const ir::Expr& e, const ScalarArg& arg);
 
 }  // namespace luminal::codegen::detail

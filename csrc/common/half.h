@@ -1,8 +1,11 @@
-// IEEE half and bfloat16 conversions (round to nearest even), host side.
+// IEEE half and bfloat16 conversions (round to nearest even), host side. (Kernels convert f16
+// with the hardware instructions.)
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+
+#include "common/scalar_ops.h"
 
 namespace luminal {
 
@@ -18,16 +21,10 @@ inline float bits_float(uint32_t bits) {
   return value;
 }
 
-inline uint16_t float_to_bf16_bits(float value) {
-  const uint32_t bits = float_bits(value);
-  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0) {
-    return static_cast<uint16_t>((bits >> 16) | 0x0040u);  // quiet NaN, sign kept
-  }
-  const uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>((bits + rounding) >> 16);
-}
+// bfloat16 rounding is common/scalar_ops.h's, which kernels use too.
+inline uint16_t float_to_bf16_bits(float value) { return scalar::lm_f2bf(value); }
 
-inline float bf16_bits_to_float(uint16_t bits) { return bits_float(static_cast<uint32_t>(bits) << 16); }
+inline float bf16_bits_to_float(uint16_t bits) { return scalar::lm_bf2f(bits); }
 
 inline uint16_t float_to_half_bits(float value) {
   const uint32_t bits = float_bits(value);

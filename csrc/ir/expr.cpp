@@ -4,27 +4,26 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <map>
-#include <sstream>
-#include <unordered_map>
 
 #include "common/error.h"
+#include "common/scalar_ops.h"
 #include "ir/poly.h"
+#include "ir/scalar_eval.h"
 
 namespace luminal::ir {
 
 namespace {
 
-struct OpInfo {
-  const char* name;
-  int arity;
-};
-
+namespace table {
+using namespace op_class;  // the rows name classes unqualified
 constexpr OpInfo kOpInfo[] = {
-#define LUMINAL_INFO_ENTRY(name, arity, text) {text, arity},
+#define LUMINAL_INFO_ENTRY(name, arity, text, kind, classes, host_float, host_int, cuda_float, cuda_int) \
+  {text, arity, OpKind::kind, static_cast<uint8_t>(classes), cuda_float, cuda_int},
     LUMINAL_EXPR_OPS(LUMINAL_INFO_ENTRY)
 #undef LUMINAL_INFO_ENTRY
 };
+}  // namespace table
+using table::kOpInfo;
 
 size_t hash_combine(size_t seed, size_t value) {
   return seed ^ (value + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2));
@@ -65,21 +64,13 @@ void require(bool cond, const char* op, const std::string& message) {
   if (!cond) fail("invalid expression ", op, ": ", message);
 }
 
-// Two's-complement wrapping arithmetic on int64 (no UB on overflow).
-int64_t wrap_add(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-}
-int64_t wrap_mul(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-}
-int64_t python_floordiv(int64_t a, int64_t b) {
-  const int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-int64_t python_mod(int64_t a, int64_t b) {
-  const int64_t r = a % b;
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
+// Two's-complement wrapping arithmetic and Python floor division (divisors are non-zero).
+using scalar::lm_wrap_add;
+using scalar::lm_wrap_mul;
+int64_t wrap_add(int64_t a, int64_t b) { return lm_wrap_add(a, b); }
+int64_t wrap_mul(int64_t a, int64_t b) { return lm_wrap_mul(a, b); }
+int64_t python_floordiv(int64_t a, int64_t b) { return scalar::lm_floordiv_nonzero(a, b); }
+int64_t python_mod(int64_t a, int64_t b) { return scalar::lm_mod_nonzero(a, b); }
 
 bool is_i64(const Expr& e) { return e->dtype == DType::I64; }
 
@@ -88,25 +79,22 @@ bool is_i64(const Expr& e) { return e->dtype == DType::I64; }
 // ------------------------------------------------------------------------------------------------
 // Op metadata
 // ------------------------------------------------------------------------------------------------
-const char* expr_op_name(ExprOp op) { return kOpInfo[static_cast<int>(op)].name; }
+const OpInfo& op_info(ExprOp op) { return kOpInfo[static_cast<int>(op)]; }
 
-bool is_unary_op(ExprOp op) {
-  return kOpInfo[static_cast<int>(op)].arity == 1 && op != ExprOp::Cast;
+const char* expr_op_name(ExprOp op) { return op_info(op).name; }
+
+bool is_unary_op(ExprOp op) { return op_info(op).kind == OpKind::Unary || op_info(op).kind == OpKind::Test; }
+
+bool is_binary_op(ExprOp op) { return op_info(op).kind == OpKind::Binary || op_info(op).kind == OpKind::Compare; }
+
+bool is_comparison_op(ExprOp op) { return op_info(op).kind == OpKind::Compare; }
+
+bool op_accepts(ExprOp op, DType dtype) {
+  const uint8_t cls = is_floating(dtype) ? op_class::F : dtype == DType::Bool ? op_class::B : op_class::I;
+  return (op_info(op).classes & cls) != 0;
 }
 
-bool is_binary_op(ExprOp op) { return kOpInfo[static_cast<int>(op)].arity == 2; }
-
-bool is_comparison_op(ExprOp op) {
-  switch (op) {
-    case ExprOp::Eq:
-    case ExprOp::Ne:
-    case ExprOp::Lt:
-    case ExprOp::Le:
-    case ExprOp::Gt:
-    case ExprOp::Ge: return true;
-    default: return false;
-  }
-}
+void op_not_applicable(ExprOp op) { fail("internal error: op ", expr_op_name(op), " reached a backend for a dtype its table row excludes"); }
 
 bool ExprNode::is_int_const(int64_t value) const {
   return op == ExprOp::Const && !is_floating(dtype) && int_value == value;
@@ -282,27 +270,19 @@ Poly poly_from_expr(const Expr& e) {
     return out;
   }
   if (e->dtype == DType::I64) {
-    switch (e->op) {
-      case ExprOp::Add: {
-        out = poly_from_expr(e->args[0]);
-        out.add(poly_from_expr(e->args[1]));
-        return out;
-      }
-      case ExprOp::Sub: {
-        out = poly_from_expr(e->args[0]);
-        Poly rhs = poly_from_expr(e->args[1]);
-        rhs.scale(-1);
-        out.add(rhs);
-        return out;
-      }
-      case ExprOp::Neg: {
-        out = poly_from_expr(e->args[0]);
-        out.scale(-1);
-        return out;
-      }
-      case ExprOp::Mul: return Poly::multiply(poly_from_expr(e->args[0]), poly_from_expr(e->args[1]));
-      default: break;
+    if (e->op == ExprOp::Add || e->op == ExprOp::Sub) {
+      out = poly_from_expr(e->args[0]);
+      Poly rhs = poly_from_expr(e->args[1]);
+      if (e->op == ExprOp::Sub) rhs.scale(-1);
+      out.add(rhs);
+      return out;
     }
+    if (e->op == ExprOp::Neg) {
+      out = poly_from_expr(e->args[0]);
+      out.scale(-1);
+      return out;
+    }
+    if (e->op == ExprOp::Mul) return Poly::multiply(poly_from_expr(e->args[0]), poly_from_expr(e->args[1]));
   }
   out.terms[Monomial{e}] = 1;
   return out;
@@ -503,34 +483,27 @@ Expr int_mod(const Expr& a, const Expr& b) {
   return make_node(ExprOp::Mod, DType::I64, {a, b});
 }
 
-template <typename T>
-T apply_compare(ExprOp op, T x, T y) {
-  switch (op) {
-    case ExprOp::Eq: return x == y;
-    case ExprOp::Ne: return x != y;
-    case ExprOp::Lt: return x < y;
-    case ExprOp::Le: return x <= y;
-    case ExprOp::Gt: return x > y;
-    case ExprOp::Ge: return x >= y;
-    default: return false;
-  }
+// Folds an i64 op on constants through the op table; nullptr for a zero divisor (left to run time).
+Expr fold_int_binary(ExprOp op, int64_t x, int64_t y) {
+  if ((op_info(op).classes & op_class::DividesInt) && y == 0) return nullptr;
+  const int64_t value = eval_int(op, x, y, IntLane{});
+  return is_comparison_op(op) ? bool_const(value != 0) : int_const(value);
 }
 
-// Folds i64 binary ops on constants; returns nullptr when not foldable.
-Expr fold_int_binary(ExprOp op, int64_t x, int64_t y, DType dtype) {
-  switch (op) {
-    case ExprOp::Max: return int_const(std::max(x, y), dtype);
-    case ExprOp::Min: return int_const(std::min(x, y), dtype);
-    case ExprOp::Eq:
-    case ExprOp::Ne:
-    case ExprOp::Lt:
-    case ExprOp::Le:
-    case ExprOp::Gt:
-    case ExprOp::Ge: return bool_const(apply_compare(op, x, y));
-    case ExprOp::And: return bool_const(x && y);
-    case ExprOp::Or: return bool_const(x || y);
-    default: return nullptr;
-  }
+// "operands must be ..." for an operand dtype the op's row excludes.
+std::string operand_requirement(ExprOp op, DType dtype) {
+  const uint8_t classes = op_info(op).classes & op_class::All;
+  const char* what = classes == op_class::F                     ? "must be floating point"
+                     : classes == op_class::B                   ? "must be bool"
+                     : classes == op_class::I                   ? "must be integral"
+                     : classes == (op_class::I | op_class::B) ? "must be integral or bool"
+                     : classes == (op_class::F | op_class::I) ? "must not be bool"
+                                                                : "are not supported";
+  return str_cat("operands ", what, ", got ", dtype_name(dtype));
+}
+
+bool is_rounding_op(ExprOp op) {
+  return op == ExprOp::Floor || op == ExprOp::Ceil || op == ExprOp::Trunc || op == ExprOp::Round;
 }
 
 }  // namespace
@@ -556,36 +529,13 @@ Expr product(const std::vector<Expr>& factors) {
 Expr unary(ExprOp op, Expr a) {
   require(is_unary_op(op), expr_op_name(op), "not a unary op");
   require(a != nullptr, expr_op_name(op), "missing operand");
-  DType result = a->dtype;
-  switch (op) {
-    case ExprOp::Not:
-      require(a->dtype == DType::Bool, "not", str_cat("operand must be bool, got ", dtype_name(a->dtype)));
-      if (auto c = as_int_const(a)) return bool_const(*c == 0);
-      break;
-    case ExprOp::BitNot:
-      require(!is_floating(a->dtype), "bitnot", "operand must be integral or bool");
-      break;
-    case ExprOp::IsNan: result = DType::Bool; break;
-    case ExprOp::Neg:
-      require(a->dtype != DType::Bool, "neg", "operand must not be bool");
-      if (is_i64(a)) return binary(ExprOp::Mul, a, int_const(-1));
-      break;
-    case ExprOp::Floor:
-    case ExprOp::Ceil:
-    case ExprOp::Trunc:
-    case ExprOp::Round:
-      if (!is_floating(a->dtype)) return a;  // identity on integers, as in torch
-      break;
-    case ExprOp::Abs:
-    case ExprOp::Relu:
-    case ExprOp::Sign:
-      require(a->dtype != DType::Bool || op != ExprOp::Sign, expr_op_name(op), "operand must not be bool");
-      break;
-    default:
-      require(is_floating(a->dtype), expr_op_name(op),
-              str_cat("operand must be floating point, got ", dtype_name(a->dtype)));
-      break;
+  require(op_accepts(op, a->dtype), expr_op_name(op), operand_requirement(op, a->dtype));
+  if (op == ExprOp::Not) {
+    if (auto c = as_int_const(a)) return bool_const(eval_int(op, *c, 0, int_lane(DType::Bool)) != 0);
   }
+  if (op == ExprOp::Neg && is_i64(a)) return binary(ExprOp::Mul, a, int_const(-1));
+  if (is_rounding_op(op) && !is_floating(a->dtype)) return a;  // identity on integers, as in torch
+  const DType result = op_info(op).kind == OpKind::Test ? DType::Bool : a->dtype;
   return make_node(op, result, {std::move(a)});
 }
 
@@ -595,22 +545,8 @@ Expr binary(ExprOp op, Expr a, Expr b) {
   require(a->dtype == b->dtype, expr_op_name(op),
           str_cat("operand dtypes differ (", dtype_short_name(a->dtype), " vs ", dtype_short_name(b->dtype), ")"));
   const DType dtype = a->dtype;
+  require(op_accepts(op, dtype), expr_op_name(op), operand_requirement(op, dtype));
   const bool logical = op == ExprOp::And || op == ExprOp::Or;
-  if (logical) require(dtype == DType::Bool, expr_op_name(op), "operands must be bool");
-  if (op == ExprOp::Shl || op == ExprOp::Shr) {
-    require(!is_floating(dtype) && dtype != DType::Bool, expr_op_name(op), "operands must be integral");
-  }
-  if (op == ExprOp::BitAnd || op == ExprOp::BitOr || op == ExprOp::BitXor) {
-    require(!is_floating(dtype), expr_op_name(op), "operands must be integral or bool");
-  }
-  if (op == ExprOp::FloorDiv || op == ExprOp::Mod) {
-    require(dtype != DType::Bool, expr_op_name(op), "operands must not be bool");
-  }
-  if (op == ExprOp::Div || op == ExprOp::Pow || op == ExprOp::Atan2 || op == ExprOp::Hypot || op == ExprOp::Fmod ||
-      op == ExprOp::Copysign) {
-    require(is_floating(dtype), expr_op_name(op),
-            str_cat("operands must be floating point, got ", dtype_name(dtype)));
-  }
   const DType result = (is_comparison_op(op) || logical) ? DType::Bool : dtype;
 
   // Logical simplifications.
@@ -630,23 +566,18 @@ Expr binary(ExprOp op, Expr a, Expr b) {
 
   if (dtype == DType::I64) {
     const auto ca = as_int_const(a), cb = as_int_const(b);
-    switch (op) {
-      case ExprOp::Add:
-      case ExprOp::Sub:
-      case ExprOp::Mul: {
-        Poly pa = poly_from_expr(a);
-        Poly pb = poly_from_expr(b);
-        if (op == ExprOp::Mul) return canonical(Poly::multiply(pa, pb));
-        if (op == ExprOp::Sub) pb.scale(-1);
-        pa.add(pb);
-        return canonical(pa);
-      }
-      case ExprOp::FloorDiv: return int_floordiv(a, b);
-      case ExprOp::Mod: return int_mod(a, b);
-      default: break;
+    if (op == ExprOp::Add || op == ExprOp::Sub || op == ExprOp::Mul) {
+      Poly pa = poly_from_expr(a);
+      Poly pb = poly_from_expr(b);
+      if (op == ExprOp::Mul) return canonical(Poly::multiply(pa, pb));
+      if (op == ExprOp::Sub) pb.scale(-1);
+      pa.add(pb);
+      return canonical(pa);
     }
+    if (op == ExprOp::FloorDiv) return int_floordiv(a, b);
+    if (op == ExprOp::Mod) return int_mod(a, b);
     if (ca && cb) {
-      if (Expr folded = fold_int_binary(op, *ca, *cb, dtype)) return folded;
+      if (Expr folded = fold_int_binary(op, *ca, *cb)) return folded;
     }
     if ((op == ExprOp::Max || op == ExprOp::Min) && expr_equal(a, b)) return a;
     if (is_comparison_op(op)) {
@@ -655,7 +586,7 @@ Expr binary(ExprOp op, Expr a, Expr b) {
       Poly nb = poly_from_expr(b);
       nb.scale(-1);
       diff.add(nb);
-      if (diff.terms.empty()) return bool_const(apply_compare<int64_t>(op, diff.constant, 0));
+      if (diff.terms.empty()) return bool_const(eval_int(op, diff.constant, 0, IntLane{}) != 0);
     }
     // Canonical operand order for commutative ops.
     if ((op == ExprOp::Max || op == ExprOp::Min || op == ExprOp::Eq || op == ExprOp::Ne) &&
@@ -671,10 +602,10 @@ Expr binary(ExprOp op, Expr a, Expr b) {
     if (op == ExprOp::Mul && fb && *fb == 1.0) return a;
     if (op == ExprOp::Mul && fa && *fa == 1.0) return b;
     if (op == ExprOp::Div && fb && *fb == 1.0) return a;
-    if (fa && fb && is_comparison_op(op)) return bool_const(apply_compare(op, *fa, *fb));
+    if (fa && fb && is_comparison_op(op)) return bool_const(eval_float(op, *fa, *fb) != 0.0);
   } else if (!logical) {
     const auto ca = as_int_const(a), cb = as_int_const(b);
-    if (ca && cb && is_comparison_op(op)) return bool_const(apply_compare(op, *ca, *cb));
+    if (ca && cb && is_comparison_op(op)) return bool_const(eval_int(op, *ca, *cb, int_lane(dtype)) != 0);
   }
   return make_node(op, result, {std::move(a), std::move(b)});
 }
@@ -801,243 +732,6 @@ Expr fold(ReduceOp op, int var, Expr extent, Expr body) {
   node.int_value = static_cast<int64_t>(op);
   node.args = {std::move(extent), std::move(body)};
   return finish(std::move(node));
-}
-
-// ------------------------------------------------------------------------------------------------
-// Queries and traversal
-// ------------------------------------------------------------------------------------------------
-namespace {
-
-template <typename Visit>
-void visit_unique(const Expr& root, Visit&& visit) {
-  std::vector<const ExprNode*> stack{root.get()};
-  std::unordered_map<const ExprNode*, bool> seen;
-  while (!stack.empty()) {
-    const ExprNode* n = stack.back();
-    stack.pop_back();
-    if (!seen.emplace(n, true).second) continue;
-    visit(*n);
-    for (const Expr& arg : n->args) stack.push_back(arg.get());
-  }
-}
-
-}  // namespace
-
-bool contains_op(const Expr& e, ExprOp op) {
-  bool found = false;
-  visit_unique(e, [&](const ExprNode& n) { found = found || n.op == op; });
-  return found;
-}
-
-bool is_shape_expr(const Expr& e) {
-  bool ok = true;
-  visit_unique(e, [&](const ExprNode& n) {
-    if (n.op == ExprOp::LoopVar || n.op == ExprOp::ReduceVar || n.op == ExprOp::Load ||
-        n.op == ExprOp::CheckIndex) {
-      ok = false;
-    }
-  });
-  return ok && e->dtype == DType::I64;
-}
-
-void collect_symbols(const Expr& e, std::vector<std::string>& out) {
-  visit_unique(e, [&](const ExprNode& n) {
-    if (n.op == ExprOp::Symbol && std::find(out.begin(), out.end(), n.symbol) == out.end()) {
-      out.push_back(n.symbol);
-    }
-  });
-  // visit order is not source order; keep a deterministic order
-  std::sort(out.begin(), out.end());
-}
-
-std::vector<int> free_reduce_vars(const Expr& root) {
-  std::unordered_map<const ExprNode*, std::vector<int>> memo;
-  std::function<const std::vector<int>&(const Expr&)> go = [&](const Expr& e) -> const std::vector<int>& {
-    if (auto it = memo.find(e.get()); it != memo.end()) return it->second;
-    std::vector<int> vars;
-    if (e->op == ExprOp::ReduceVar) vars.push_back(e->index);
-    for (size_t k = 0; k < e->args.size(); ++k) {
-      for (int v : go(e->args[k])) {
-        const bool bound_here = e->op == ExprOp::Fold && k == 1 && v == e->index;
-        if (!bound_here && std::find(vars.begin(), vars.end(), v) == vars.end()) vars.push_back(v);
-      }
-    }
-    std::sort(vars.begin(), vars.end());
-    return memo.emplace(e.get(), std::move(vars)).first->second;
-  };
-  return go(root);
-}
-
-int max_reduce_var(const Expr& e) {
-  int best = -1;
-  visit_unique(e, [&](const ExprNode& n) {
-    if (n.op == ExprOp::ReduceVar || n.op == ExprOp::Fold) best = std::max(best, n.index);
-  });
-  return best;
-}
-
-Expr rebase_fold_vars(const Expr& e, int first) {
-  require(first >= 0, "rebase_fold_vars", "negative first variable id");
-  const std::vector<int> free = free_reduce_vars(e);
-  if (!free.empty()) {
-    fail("rebase_fold_vars: the expression reads free reduce variable r", free[0], ": ", to_string(e));
-  }
-  std::vector<int> ids;  // distinct fold ids, ascending
-  visit_unique(e, [&](const ExprNode& n) {
-    if (n.op == ExprOp::Fold) ids.push_back(n.index);
-  });
-  std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-  if (ids.empty() || ids.front() >= first) return e;
-  // Every reduce variable is bound by a fold, so renaming all of them renames each fold's own.
-  auto renamed = [&](int id) {
-    return first + static_cast<int>(std::lower_bound(ids.begin(), ids.end(), id) - ids.begin());
-  };
-  return transform(e, [&](const Expr& original, const std::vector<Expr>& args) -> Expr {
-    if (original->op == ExprOp::ReduceVar) return reduce_var(renamed(original->index));
-    if (original->op == ExprOp::Fold) {
-      return fold(static_cast<ReduceOp>(original->int_value), renamed(original->index), args[0], args[1]);
-    }
-    return nullptr;
-  });
-}
-
-Expr rebuild(const Expr& node, std::vector<Expr> args) {
-  switch (node->op) {
-    case ExprOp::Const:
-    case ExprOp::LoopVar:
-    case ExprOp::ReduceVar:
-    case ExprOp::Symbol: return node;
-    case ExprOp::Load: {
-      Expr mask = node->masked ? args.back() : nullptr;
-      if (node->masked) args.pop_back();
-      return load(node->index, node->dtype, std::move(args), std::move(mask));
-    }
-    case ExprOp::Where: return where(args[0], args[1], args[2]);
-    case ExprOp::Cast: return cast(args[0], node->dtype);
-    case ExprOp::CheckIndex:
-      return check_like(*node, args[0], args[1], node->masked ? args[2] : nullptr);
-    case ExprOp::Fold: return fold(static_cast<ReduceOp>(node->int_value), node->index, args[0], args[1]);
-    default:
-      if (args.size() == 1) return unary(node->op, args[0]);
-      return binary(node->op, args[0], args[1]);
-  }
-}
-
-Expr transform(const Expr& root, const Rewrite& rewrite) {
-  std::unordered_map<const ExprNode*, Expr> done;
-  std::function<Expr(const Expr&)> go = [&](const Expr& e) -> Expr {
-    if (auto it = done.find(e.get()); it != done.end()) return it->second;
-    std::vector<Expr> args;
-    args.reserve(e->args.size());
-    bool changed = false;
-    for (const Expr& arg : e->args) {
-      args.push_back(go(arg));
-      changed = changed || args.back().get() != arg.get();
-    }
-    Expr result = rewrite(e, args);
-    if (!result) result = changed ? rebuild(e, std::move(args)) : e;
-    done.emplace(e.get(), result);
-    return result;
-  };
-  return go(root);
-}
-
-void visit(const Expr& root, const std::function<void(const Expr&)>& fn) {
-  std::unordered_map<const ExprNode*, bool> seen;
-  std::function<void(const Expr&)> go = [&](const Expr& e) {
-    if (!seen.emplace(e.get(), true).second) return;
-    for (const Expr& arg : e->args) go(arg);
-    fn(e);
-  };
-  go(root);
-}
-
-// ------------------------------------------------------------------------------------------------
-// Printing
-// ------------------------------------------------------------------------------------------------
-namespace {
-
-void print(const Expr& e, std::ostream& out);
-
-void print_list(const std::vector<Expr>& items, size_t count, std::ostream& out) {
-  for (size_t i = 0; i < count; ++i) {
-    if (i) out << ", ";
-    print(items[i], out);
-  }
-}
-
-void print_const(const ExprNode& n, std::ostream& out) {
-  if (n.dtype == DType::Bool) {
-    out << (n.int_value ? "true" : "false");
-  } else if (is_floating(n.dtype)) {
-    std::ostringstream text;
-    text.precision(9);
-    text << n.float_value;
-    out << text.str();
-    if (n.dtype != DType::F32) out << ":" << dtype_short_name(n.dtype);
-  } else {
-    out << n.int_value;
-    if (n.dtype != DType::I64) out << ":" << dtype_short_name(n.dtype);
-  }
-}
-
-void print(const Expr& e, std::ostream& out) {
-  const ExprNode& n = *e;
-  switch (n.op) {
-    case ExprOp::Const: print_const(n, out); return;
-    case ExprOp::LoopVar: out << "i" << n.index; return;
-    case ExprOp::ReduceVar: out << "r" << n.index; return;
-    case ExprOp::Symbol: out << n.symbol; return;
-    case ExprOp::Load:
-      out << "load" << n.index << "[";
-      print_list(n.args, n.load_rank(), out);
-      out << "]";
-      if (n.masked) {
-        out << " if ";
-        print(n.mask(), out);
-      }
-      return;
-    case ExprOp::Cast:
-      out << dtype_short_name(n.dtype) << "(";
-      print(n.args[0], out);
-      out << ")";
-      return;
-    case ExprOp::Fold:
-      out << reduce_op_name(static_cast<ReduceOp>(n.int_value)) << "(r" << n.index << " < ";
-      print(n.args[0], out);
-      out << ": ";
-      print(n.args[1], out);
-      out << ")";
-      return;
-    case ExprOp::CheckIndex:
-      out << (is_value_check(n) ? "check_value(" : "check_index(");
-      print_list(n.args, n.args.size(), out);
-      out << ")";
-      return;
-    default: break;
-  }
-  if (n.dtype == DType::I64 && (n.op == ExprOp::Add || n.op == ExprOp::Mul)) {
-    const bool is_add = n.op == ExprOp::Add;
-    if (is_add) out << "(";
-    print(n.args[0], out);
-    out << (is_add ? " + " : "*");
-    print(n.args[1], out);
-    if (is_add) out << ")";
-    return;
-  }
-  out << expr_op_name(n.op) << "(";
-  print_list(n.args, n.args.size(), out);
-  out << ")";
-}
-
-}  // namespace
-
-std::string to_string(const Expr& e) {
-  if (!e) return "<null>";
-  std::ostringstream out;
-  print(e, out);
-  return out.str();
 }
 
 }  // namespace luminal::ir

@@ -18,107 +18,39 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "ir/op_table.h"
 
 namespace luminal::ir {
-
-// X-macro table: name, number of operands (-1: variable), printed name.
-#define LUMINAL_EXPR_OPS(X)          \
-  /* leaves */                       \
-  X(Const, 0, "const")               \
-  X(LoopVar, 0, "i")                 \
-  X(ReduceVar, 0, "r")               \
-  X(Symbol, 0, "sym")                \
-  X(Load, -1, "load")                \
-  /* unary */                        \
-  X(Neg, 1, "neg")                   \
-  X(Abs, 1, "abs")                   \
-  X(Relu, 1, "relu")                 \
-  X(Sigmoid, 1, "sigmoid")           \
-  X(Tanh, 1, "tanh")                 \
-  X(Exp, 1, "exp")                   \
-  X(Log, 1, "log")                   \
-  X(Sqrt, 1, "sqrt")                 \
-  X(Rsqrt, 1, "rsqrt")               \
-  X(Recip, 1, "recip")               \
-  X(Sin, 1, "sin")                   \
-  X(Cos, 1, "cos")                   \
-  X(Erf, 1, "erf")                   \
-  X(GeluTanh, 1, "gelu_tanh")        \
-  X(Floor, 1, "floor")               \
-  X(Ceil, 1, "ceil")                 \
-  X(Trunc, 1, "trunc")               \
-  X(Round, 1, "round")               \
-  X(Sign, 1, "sign")                 \
-  X(Not, 1, "not")                   \
-  X(BitNot, 1, "bitnot")             \
-  X(IsNan, 1, "isnan")               \
-  X(Tan, 1, "tan")                   \
-  X(Asin, 1, "asin")                 \
-  X(Acos, 1, "acos")                 \
-  X(Atan, 1, "atan")                 \
-  X(Sinh, 1, "sinh")                 \
-  X(Cosh, 1, "cosh")                 \
-  X(Asinh, 1, "asinh")               \
-  X(Acosh, 1, "acosh")               \
-  X(Atanh, 1, "atanh")               \
-  X(Expm1, 1, "expm1")               \
-  X(Log1p, 1, "log1p")               \
-  X(Log2, 1, "log2")                 \
-  X(Log10, 1, "log10")               \
-  X(Exp2, 1, "exp2")                 \
-  X(Erfc, 1, "erfc")                 \
-  X(Erfinv, 1, "erfinv")             \
-  X(Lgamma, 1, "lgamma")             \
-  X(I0, 1, "i0")                     \
-  /* binary arithmetic */            \
-  X(Add, 2, "add")                   \
-  X(Sub, 2, "sub")                   \
-  X(Mul, 2, "mul")                   \
-  X(Div, 2, "div")                   \
-  X(FloorDiv, 2, "floordiv")         \
-  X(Mod, 2, "mod")                   \
-  X(Max, 2, "max")                   \
-  X(Min, 2, "min")                   \
-  X(Pow, 2, "pow")                   \
-  X(Atan2, 2, "atan2")               \
-  X(Hypot, 2, "hypot")               \
-  X(Fmod, 2, "fmod")                 \
-  X(Copysign, 2, "copysign")         \
-  X(Shl, 2, "shl")                   \
-  X(Shr, 2, "shr")                   \
-  X(BitAnd, 2, "bitand")             \
-  X(BitOr, 2, "bitor")               \
-  X(BitXor, 2, "bitxor")             \
-  X(And, 2, "and")                   \
-  X(Or, 2, "or")                     \
-  /* comparisons: bool result */     \
-  X(Eq, 2, "eq")                     \
-  X(Ne, 2, "ne")                     \
-  X(Lt, 2, "lt")                     \
-  X(Le, 2, "le")                     \
-  X(Gt, 2, "gt")                     \
-  X(Ge, 2, "ge")                     \
-  /* others */                       \
-  X(Where, 3, "where")               \
-  X(Cast, 1, "cast")                 \
-  X(CheckIndex, -1, "check_index")   \
-  /* inline reduction */             \
-  X(Fold, -1, "fold")
 
 // How a reduction combines values (reduce nodes and fold expressions).
 enum class ReduceOp : uint8_t { Sum, Prod, Max, Min, Any, All };
 const char* reduce_op_name(ReduceOp op);
 
 enum class ExprOp : uint8_t {
-#define LUMINAL_ENUM_ENTRY(name, arity, text) name,
+#define LUMINAL_ENUM_ENTRY(name, arity, text, kind, classes, host_float, host_int, cuda_float, cuda_int) name,
   LUMINAL_EXPR_OPS(LUMINAL_ENUM_ENTRY)
 #undef LUMINAL_ENUM_ENTRY
 };
 
+// An op's row of the table (ir/op_table.h) without its host columns.
+struct OpInfo {
+  const char* name;
+  int arity;
+  OpKind kind;
+  uint8_t classes;         // op_class bits
+  const char* cuda_float;  // CUDA expression templates ("" where the class does not apply)
+  const char* cuda_int;
+};
+const OpInfo& op_info(ExprOp op);
+
 const char* expr_op_name(ExprOp op);
-bool is_unary_op(ExprOp op);
-bool is_binary_op(ExprOp op);
-bool is_comparison_op(ExprOp op);
+bool is_unary_op(ExprOp op);       // Unary and Test kinds
+bool is_binary_op(ExprOp op);      // Binary and Compare kinds
+bool is_comparison_op(ExprOp op);  // Compare kind
+// Does the op accept operands of this dtype (its row's classes)?
+bool op_accepts(ExprOp op, DType dtype);
+// Reached only through a table entry marked LM_NA, which the op's classes exclude.
+[[noreturn]] void op_not_applicable(ExprOp op);
 
 struct ExprNode;
 using Expr = std::shared_ptr<const ExprNode>;

@@ -174,7 +174,12 @@ class BodyVerifier {
                        node_signature(source)));
         break;
       }
-      default: break;
+      case ExprOp::Const:
+      case ExprOp::Where:
+      case ExprOp::Cast:
+      case ExprOp::CheckIndex:
+      case ExprOp::Fold:
+        LUMINAL_SCALAR_OP_CASES break;
     }
   }
 

@@ -70,41 +70,50 @@ class BoundsAnalysis {
       }
       case ExprOp::LoopVar: return range_var(e->index, ranges_.loop_extents);
       case ExprOp::ReduceVar: return range_var(e->index, ranges_.reduce_extents);
-      case ExprOp::Add:
-      case ExprOp::Mul: return polynomial(e);
-      case ExprOp::FloorDiv: return floordiv(e);
-      case ExprOp::Mod: return modulo(e);
       case ExprOp::CheckIndex:
         // A value check promises nothing: what is computed from it must keep it (see check_value).
         if (is_value_check(*e)) return {};
         return {constant_poly(0), minus_one(shape_poly(e->args[1]))};
-      case ExprOp::Max: {
-        // max(a, b) >= either lower bound; its upper bound is the larger upper bound, if provable.
-        const Bounds a = of(e->args[0]), b = of(e->args[1]);
-        Bounds out{a.lo ? a.lo : b.lo, std::nullopt};
-        if (a.hi && b.hi) {
-          if (prove_nonnegative(difference(*a.hi, *b.hi))) {
-            out.hi = a.hi;
-          } else if (prove_nonnegative(difference(*b.hi, *a.hi))) {
-            out.hi = b.hi;
-          }
-        }
-        return out;
-      }
-      case ExprOp::Min: {
-        const Bounds a = of(e->args[0]), b = of(e->args[1]);
-        Bounds out{std::nullopt, a.hi ? a.hi : b.hi};
-        if (a.lo && b.lo) {
-          if (prove_nonnegative(difference(*b.lo, *a.lo))) {
-            out.lo = a.lo;
-          } else if (prove_nonnegative(difference(*a.lo, *b.lo))) {
-            out.lo = b.lo;
-          }
-        }
-        return out;
-      }
-      default: return {};
+      case ExprOp::Load:
+      case ExprOp::Where:
+      case ExprOp::Cast:
+      case ExprOp::Fold: return {};
+      LUMINAL_SCALAR_OP_CASES return scalar_op(e);
     }
+    return {};
+  }
+
+  // Bounds of the integer scalar ops the analysis understands (the others are unknown).
+  Bounds scalar_op(const Expr& e) {
+    if (e->op == ExprOp::Add || e->op == ExprOp::Mul) return polynomial(e);
+    if (e->op == ExprOp::FloorDiv) return floordiv(e);
+    if (e->op == ExprOp::Mod) return modulo(e);
+    if (e->op == ExprOp::Max) {
+      // max(a, b) >= either lower bound; its upper bound is the larger upper bound, if provable.
+      const Bounds a = of(e->args[0]), b = of(e->args[1]);
+      Bounds out{a.lo ? a.lo : b.lo, std::nullopt};
+      if (a.hi && b.hi) {
+        if (prove_nonnegative(difference(*a.hi, *b.hi))) {
+          out.hi = a.hi;
+        } else if (prove_nonnegative(difference(*b.hi, *a.hi))) {
+          out.hi = b.hi;
+        }
+      }
+      return out;
+    }
+    if (e->op == ExprOp::Min) {
+      const Bounds a = of(e->args[0]), b = of(e->args[1]);
+      Bounds out{std::nullopt, a.hi ? a.hi : b.hi};
+      if (a.lo && b.lo) {
+        if (prove_nonnegative(difference(*b.lo, *a.lo))) {
+          out.lo = a.lo;
+        } else if (prove_nonnegative(difference(*a.lo, *b.lo))) {
+          out.lo = b.lo;
+        }
+      }
+      return out;
+    }
+    return {};
   }
 
   Bounds range_var(int axis, const std::vector<Expr>& extents) {
@@ -274,42 +283,50 @@ Expr simplify_node(const Expr& e, const IndexRanges& ranges) {
       return nullptr;
     }
     BoundsAnalysis analysis(ranges);
-    switch (e->op) {
-      case ExprOp::FloorDiv:
-        if (provably_in_range(analysis, e->args[0], e->args[1])) return int_const(0);
-        return nullptr;
-      case ExprOp::Mod:
-        if (provably_in_range(analysis, e->args[0], e->args[1])) return e->args[0];
-        return nullptr;
-      case ExprOp::Max:
-        if (provably_le(analysis, e->args[1], e->args[0])) return e->args[0];
-        if (provably_le(analysis, e->args[0], e->args[1])) return e->args[1];
-        return nullptr;
-      case ExprOp::Min:
-        if (provably_le(analysis, e->args[0], e->args[1])) return e->args[0];
-        if (provably_le(analysis, e->args[1], e->args[0])) return e->args[1];
-        return nullptr;
-      case ExprOp::Lt:
-        if (provably_lt(analysis, e->args[0], e->args[1])) return bool_const(true);
-        if (provably_le(analysis, e->args[1], e->args[0])) return bool_const(false);
-        return reduce_scaled_comparison(analysis, e);
-      case ExprOp::Ge:
-        if (provably_le(analysis, e->args[1], e->args[0])) return bool_const(true);
-        if (provably_lt(analysis, e->args[0], e->args[1])) return bool_const(false);
-        return reduce_scaled_comparison(analysis, e);
-      case ExprOp::Le:
-        if (provably_le(analysis, e->args[0], e->args[1])) return bool_const(true);
-        if (provably_lt(analysis, e->args[1], e->args[0])) return bool_const(false);
-        return nullptr;
-      case ExprOp::Gt:
-        if (provably_lt(analysis, e->args[1], e->args[0])) return bool_const(true);
-        if (provably_le(analysis, e->args[0], e->args[1])) return bool_const(false);
-        return nullptr;
-      case ExprOp::CheckIndex:
-        if (provably_in_range(analysis, e->args[0], e->args[1])) return e->args[0];
-        return nullptr;
-      default: return nullptr;
+    // Rules per op; ops without one stay as they are.
+    if (e->op == ExprOp::FloorDiv) {
+      if (provably_in_range(analysis, e->args[0], e->args[1])) return int_const(0);
+      return nullptr;
     }
+    if (e->op == ExprOp::Mod) {
+      if (provably_in_range(analysis, e->args[0], e->args[1])) return e->args[0];
+      return nullptr;
+    }
+    if (e->op == ExprOp::Max) {
+      if (provably_le(analysis, e->args[1], e->args[0])) return e->args[0];
+      if (provably_le(analysis, e->args[0], e->args[1])) return e->args[1];
+      return nullptr;
+    }
+    if (e->op == ExprOp::Min) {
+      if (provably_le(analysis, e->args[0], e->args[1])) return e->args[0];
+      if (provably_le(analysis, e->args[1], e->args[0])) return e->args[1];
+      return nullptr;
+    }
+    if (e->op == ExprOp::Lt) {
+      if (provably_lt(analysis, e->args[0], e->args[1])) return bool_const(true);
+      if (provably_le(analysis, e->args[1], e->args[0])) return bool_const(false);
+      return reduce_scaled_comparison(analysis, e);
+    }
+    if (e->op == ExprOp::Ge) {
+      if (provably_le(analysis, e->args[1], e->args[0])) return bool_const(true);
+      if (provably_lt(analysis, e->args[0], e->args[1])) return bool_const(false);
+      return reduce_scaled_comparison(analysis, e);
+    }
+    if (e->op == ExprOp::Le) {
+      if (provably_le(analysis, e->args[0], e->args[1])) return bool_const(true);
+      if (provably_lt(analysis, e->args[1], e->args[0])) return bool_const(false);
+      return nullptr;
+    }
+    if (e->op == ExprOp::Gt) {
+      if (provably_lt(analysis, e->args[1], e->args[0])) return bool_const(true);
+      if (provably_le(analysis, e->args[0], e->args[1])) return bool_const(false);
+      return nullptr;
+    }
+    if (e->op == ExprOp::CheckIndex) {
+      if (provably_in_range(analysis, e->args[0], e->args[1])) return e->args[0];
+      return nullptr;
+    }
+    return nullptr;
 }
 
 }  // namespace

@@ -129,8 +129,15 @@ Expr instantiate(const Expr& body, const std::vector<Expr>& index, const Expr& m
         Expr combined = e->masked ? ir::logical_and(mask, args[2]) : mask;
         return ir::check_like(*e, args[0], args[1], combined);
       }
-      default: return nullptr;
+      case ExprOp::Const:
+      case ExprOp::ReduceVar:
+      case ExprOp::Symbol:
+      case ExprOp::Where:
+      case ExprOp::Cast:
+      case ExprOp::Fold:
+        LUMINAL_SCALAR_OP_CASES return nullptr;
     }
+    return nullptr;
   });
 }
 

@@ -5,6 +5,8 @@
 
 #include "common/checked.h"
 #include "common/error.h"
+#include "common/scalar_ops.h"
+#include "ir/scalar_eval.h"
 
 namespace luminal::runtime {
 
@@ -15,15 +17,29 @@ namespace {
 
 constexpr std::string_view kShapeExpression = "shape expression";
 
-int64_t floordiv(int64_t a, int64_t b) {
-  LUMINAL_CHECK(b != 0, "division by zero in a shape expression");
-  LUMINAL_CHECK(!(a == std::numeric_limits<int64_t>::min() && b == -1), "integer overflow in a shape expression: ", a,
-                " // -1");
-  const int64_t q = a / b;
-  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-
 std::string expected_shape(const ir::Node& node) { return ir::shape_to_string(node.shape); }
+
+[[noreturn]] void cannot_evaluate(const Expr& e) { fail("cannot evaluate shape expression ", ir::to_string(e)); }
+
+// An i64 binary op of a shape expression through the op table. Symbol values come from call-time
+// sizes (and integer arguments): sums and products of them can overflow, and a wrapped size would
+// become a too-small allocation, so those raise instead of wrapping.
+int64_t evaluate_binary(const Expr& e, int64_t a, int64_t b) {
+  if (e->op == ExprOp::Add) return checked_add(a, b, kShapeExpression);
+  if (e->op == ExprOp::Sub) return checked_sub(a, b, kShapeExpression);
+  if (e->op == ExprOp::Mul) return checked_mul(a, b, kShapeExpression);
+  if (e->op == ExprOp::FloorDiv) {
+    LUMINAL_CHECK(!(a == std::numeric_limits<int64_t>::min() && b == -1), "integer overflow in a shape expression: ",
+                  a, " // -1");
+    return scalar::lm_floordiv_checked(a, b, [](int64_t) { fail("division by zero in a shape expression"); });
+  }
+  if (e->op == ExprOp::Mod) {
+    return scalar::lm_mod_checked(a, b, [](int64_t) { fail("modulo by zero in a shape expression"); });
+  }
+  // Every other binary op follows the table (no overflow to guard).
+  if (e->dtype != DType::I64 || (ir::op_info(e->op).classes & ir::op_class::DividesInt)) cannot_evaluate(e);
+  return ir::eval_int(e->op, a, b, ir::IntLane{});
+}
 
 }  // namespace
 
@@ -35,23 +51,17 @@ int64_t evaluate(const Expr& e, const SymbolValues& symbols) {
       LUMINAL_CHECK(it != symbols.end(), "shape symbol '", e->symbol, "' has no value (it is not the size of any input dimension)");
       return it->second;
     }
-    // Symbol values come from call-time sizes (and integer arguments): products of them can
-    // overflow, and a wrapped size would become a too-small allocation.
-    case ExprOp::Add: return checked_add(evaluate(e->args[0], symbols), evaluate(e->args[1], symbols), kShapeExpression);
-    case ExprOp::Sub: return checked_sub(evaluate(e->args[0], symbols), evaluate(e->args[1], symbols), kShapeExpression);
-    case ExprOp::Mul: return checked_mul(evaluate(e->args[0], symbols), evaluate(e->args[1], symbols), kShapeExpression);
-    case ExprOp::FloorDiv: return floordiv(evaluate(e->args[0], symbols), evaluate(e->args[1], symbols));
-    case ExprOp::Mod: {
-      const int64_t a = evaluate(e->args[0], symbols), b = evaluate(e->args[1], symbols);
-      LUMINAL_CHECK(b != 0, "modulo by zero in a shape expression");
-      if (b == -1) return 0;  // INT64_MIN % -1 overflows in C++; the remainder is 0
-      const int64_t r = a % b;  // Python's sign convention: the remainder takes the divisor's sign
-      return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-    }
-    case ExprOp::Max: return std::max(evaluate(e->args[0], symbols), evaluate(e->args[1], symbols));
-    case ExprOp::Min: return std::min(evaluate(e->args[0], symbols), evaluate(e->args[1], symbols));
-    default: fail("cannot evaluate shape expression ", ir::to_string(e));
+    LUMINAL_BINARY_OP_CASES return evaluate_binary(e, evaluate(e->args[0], symbols), evaluate(e->args[1], symbols));
+    case ExprOp::LoopVar:
+    case ExprOp::ReduceVar:
+    case ExprOp::Load:
+    case ExprOp::Where:
+    case ExprOp::Cast:
+    case ExprOp::CheckIndex:
+    case ExprOp::Fold:
+      LUMINAL_UNARY_OP_CASES break;  // not shape arithmetic
   }
+  cannot_evaluate(e);
 }
 
 std::vector<int64_t> evaluate(const ir::Shape& shape, const SymbolValues& symbols) {

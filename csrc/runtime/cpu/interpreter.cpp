@@ -8,7 +8,9 @@
 
 #include "common/error.h"
 #include "common/half.h"
+#include "common/scalar_ops.h"
 #include "ir/check_label.h"
+#include "ir/scalar_eval.h"
 
 namespace luminal::runtime::cpu {
 
@@ -103,7 +105,9 @@ Program::Program(const std::vector<Expr>& roots, std::string origin, const LoadP
         in.int_value = e->int_value;  // the ReduceOp
         break;
       }
-      default:
+      case ExprOp::Where:
+      case ExprOp::Cast:
+        LUMINAL_SCALAR_OP_CASES
         if (!e->args.empty()) in.a = emit(e->args[0], region);
         if (e->args.size() > 1) in.b = emit(e->args[1], region);
         if (e->args.size() > 2) in.c = emit(e->args[2], region);
@@ -134,258 +138,65 @@ void map1(const T* a, T* out, int n, F f) {
   for (int i = 0; i < n; ++i) out[i] = f(a[i]);
 }
 
-template <typename T, typename F>
-void map2(const T* a, const T* b, T* out, int n, F f) {
-  for (int i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+using scalar::lm_wrap_add;
+using scalar::lm_wrap_mul;
+
+// The op table's host columns (ir/op_table.h) over lanes: one loop per op, so that each one
+// vectorizes on its own. Unary ops get their operand as `b` too (y is then unused).
+#define LM_NA (ir::op_not_applicable(op), x)
+#define LUMINAL_LANES_ENTRY(name, arity, text, kind, classes, host_float, host_int, cuda_float, cuda_int) \
+  case ExprOp::name:                                                                                       \
+    for (int i = 0; i < n; ++i) {                                                                          \
+      const auto x = a[i], y = b[i];                                                                       \
+      (void)x, (void)y;                                                                                    \
+      out[i] = static_cast<Out>(LUMINAL_LANES_COLUMN(host_float, host_int));                               \
+    }                                                                                                      \
+    return;
+
+// Floating lanes: Unary and Binary ops write T lanes, Test and Compare ops bool (int64) lanes.
+template <typename T, typename Out>
+void float_lanes(ExprOp op, const T* a, const T* b, Out* out, int n) {
+  using namespace ::luminal::scalar;
+#define LUMINAL_LANES_COLUMN(host_float, host_int) host_float
+  switch (op) { LUMINAL_EXPR_OPS(LUMINAL_LANES_ENTRY) }
+#undef LUMINAL_LANES_COLUMN
 }
 
-int64_t wrap_add(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
-int64_t wrap_sub(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
-int64_t wrap_mul(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
-
-// Float -> int64 without undefined behaviour: NaN and out-of-range values give INT64_MIN, which
-// is what the x86 conversion instruction (and therefore eager torch) produces.
-template <typename F>
-int64_t float_to_int(F value) {
-  constexpr F kLimit = static_cast<F>(9223372036854775808.0);  // 2^63
-  if (!(value > -kLimit && value < kLimit)) return std::numeric_limits<int64_t>::min();
-  return static_cast<int64_t>(value);
+// Integer and bool lanes (sign- or zero-extended to int64), every scalar kind; narrowed afterwards.
+void int_lanes(ExprOp op, const int64_t* a, const int64_t* b, int64_t* out, int n, ir::IntLane lane) {
+  using namespace ::luminal::scalar;
+  using Out = int64_t;
+  const int bits = lane.bits;
+  const bool is_signed = lane.is_signed, is_bool = lane.is_bool;
+  (void)bits, (void)is_signed, (void)is_bool;
+#define LUMINAL_LANES_COLUMN(host_float, host_int) host_int
+  switch (op) { LUMINAL_EXPR_OPS(LUMINAL_LANES_ENTRY) }
+#undef LUMINAL_LANES_COLUMN
 }
+#undef LUMINAL_LANES_ENTRY
+#undef LM_NA
 
-// Inverse error function: a rational first guess refined by Newton steps on erf (double
-// precision; C++ has no erfinv). +-1 give +-inf, |x| > 1 and NaN give NaN, as in torch.
-double erfinv(double x) {
-  if (!(x > -1.0 && x < 1.0)) {
-    if (x == 1.0) return std::numeric_limits<double>::infinity();
-    if (x == -1.0) return -std::numeric_limits<double>::infinity();
-    return std::numeric_limits<double>::quiet_NaN();
-  }
-  // Giles' single-precision approximation ("Approximating the erfinv function", 2010).
-  double w = -std::log((1.0 - x) * (1.0 + x)), p;
-  if (w < 5.0) {
-    w -= 2.5;
-    p = 2.81022636e-08;
-    for (const double c : {3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
-                           -0.00417768164, 0.246640727, 1.50140941}) {
-      p = c + p * w;
-    }
-  } else {
-    w = std::sqrt(w) - 3.0;
-    p = -0.000200214257;
-    for (const double c : {0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
-                           0.00943887047, 1.00167406, 2.83297682}) {
-      p = c + p * w;
-    }
-  }
-  double y = p * x;
-  constexpr double kTwoOverSqrtPi = 1.1283791670955126;
-  for (int step = 0; step < 3; ++step) y -= (std::erf(y) - x) / (kTwoOverSqrtPi * std::exp(-y * y));
-  return y;
-}
-
-// Modified Bessel function of the first kind, order 0: its power series (positive terms, no
-// cancellation). Infinite inputs give NaN as torch's Chebyshev evaluation does.
-double bessel_i0(double x) {
-  if (!std::isfinite(x)) return std::numeric_limits<double>::quiet_NaN();
-  const double quarter_x2 = x * x / 4.0;
-  double term = 1.0, sum = 1.0;
-  for (int k = 1; k < 2000 && term > sum * 1e-17; ++k) {
-    term *= quarter_x2 / (static_cast<double>(k) * k);
-    sum += term;
-    if (std::isinf(sum)) break;
-  }
-  return sum;
-}
-
-template <typename T>
-T nan_max(T a, T b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a > b ? a : b;
-}
-
-template <typename T>
-T nan_min(T a, T b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a < b ? a : b;
-}
-
-// torch.remainder for floating point: the result has the divisor's sign.
-template <typename T>
-T float_mod(T a, T b) {
-  T m = std::fmod(a, b);
-  if (m != 0 && ((b < 0) != (m < 0))) m += b;
-  return m;
-}
-
-// ------------------------------------------------------------------------------------------------
-// Instruction kernels
-// ------------------------------------------------------------------------------------------------
-template <typename T>
-void unary_float(ExprOp op, const T* a, T* out, int n) {
-  switch (op) {
-    case ExprOp::Neg: map1(a, out, n, [](T x) { return -x; }); break;
-    case ExprOp::Abs: map1(a, out, n, [](T x) { return std::fabs(x); }); break;
-    case ExprOp::Relu: map1(a, out, n, [](T x) { return x < T(0) ? T(0) : x; }); break;  // keeps NaN
-    case ExprOp::Sigmoid: map1(a, out, n, [](T x) { return T(1) / (T(1) + std::exp(-x)); }); break;
-    case ExprOp::Tanh: map1(a, out, n, [](T x) { return std::tanh(x); }); break;
-    case ExprOp::Exp: map1(a, out, n, [](T x) { return std::exp(x); }); break;
-    case ExprOp::Log: map1(a, out, n, [](T x) { return std::log(x); }); break;
-    case ExprOp::Sqrt: map1(a, out, n, [](T x) { return std::sqrt(x); }); break;
-    case ExprOp::Rsqrt: map1(a, out, n, [](T x) { return T(1) / std::sqrt(x); }); break;
-    case ExprOp::Recip: map1(a, out, n, [](T x) { return T(1) / x; }); break;
-    case ExprOp::Sin: map1(a, out, n, [](T x) { return std::sin(x); }); break;
-    case ExprOp::Cos: map1(a, out, n, [](T x) { return std::cos(x); }); break;
-    case ExprOp::Erf: map1(a, out, n, [](T x) { return std::erf(x); }); break;
-    case ExprOp::Tan: map1(a, out, n, [](T x) { return std::tan(x); }); break;
-    case ExprOp::Asin: map1(a, out, n, [](T x) { return std::asin(x); }); break;
-    case ExprOp::Acos: map1(a, out, n, [](T x) { return std::acos(x); }); break;
-    case ExprOp::Atan: map1(a, out, n, [](T x) { return std::atan(x); }); break;
-    case ExprOp::Sinh: map1(a, out, n, [](T x) { return std::sinh(x); }); break;
-    case ExprOp::Cosh: map1(a, out, n, [](T x) { return std::cosh(x); }); break;
-    case ExprOp::Asinh: map1(a, out, n, [](T x) { return std::asinh(x); }); break;
-    case ExprOp::Acosh: map1(a, out, n, [](T x) { return std::acosh(x); }); break;
-    case ExprOp::Atanh: map1(a, out, n, [](T x) { return std::atanh(x); }); break;
-    case ExprOp::Expm1: map1(a, out, n, [](T x) { return std::expm1(x); }); break;
-    case ExprOp::Log1p: map1(a, out, n, [](T x) { return std::log1p(x); }); break;
-    case ExprOp::Log2: map1(a, out, n, [](T x) { return std::log2(x); }); break;
-    case ExprOp::Log10: map1(a, out, n, [](T x) { return std::log10(x); }); break;
-    case ExprOp::Exp2: map1(a, out, n, [](T x) { return std::exp2(x); }); break;
-    case ExprOp::Erfc: map1(a, out, n, [](T x) { return std::erfc(x); }); break;
-    case ExprOp::Erfinv: map1(a, out, n, [](T x) { return static_cast<T>(erfinv(x)); }); break;
-    case ExprOp::Lgamma: map1(a, out, n, [](T x) { return std::lgamma(x); }); break;
-    case ExprOp::I0: map1(a, out, n, [](T x) { return static_cast<T>(bessel_i0(x)); }); break;
-    case ExprOp::GeluTanh: map1(a, out, n, [](T x) { return gelu_tanh(x); }); break;
-    case ExprOp::Floor: map1(a, out, n, [](T x) { return std::floor(x); }); break;
-    case ExprOp::Ceil: map1(a, out, n, [](T x) { return std::ceil(x); }); break;
-    case ExprOp::Trunc: map1(a, out, n, [](T x) { return std::trunc(x); }); break;
-    case ExprOp::Round: map1(a, out, n, [](T x) { return std::nearbyint(x); }); break;
-    case ExprOp::Sign:
-      // torch: (0 < x) - (x < 0), so NaN gives 0.
-      map1(a, out, n, [](T x) { return static_cast<T>((T(0) < x) - (x < T(0))); });
-      break;
-    default: fail("internal error: unary op ", ir::expr_op_name(op), " on floating lanes");
-  }
-}
-
-void unary_int(ExprOp op, const int64_t* a, int64_t* out, int n, DType dtype) {
-  switch (op) {
-    case ExprOp::Neg: map1(a, out, n, [](int64_t x) { return wrap_sub(0, x); }); break;
-    case ExprOp::Abs: map1(a, out, n, [](int64_t x) { return x < 0 ? wrap_sub(0, x) : x; }); break;
-    case ExprOp::Relu: map1(a, out, n, [](int64_t x) { return x < 0 ? int64_t{0} : x; }); break;
-    case ExprOp::Sign: map1(a, out, n, [](int64_t x) { return static_cast<int64_t>((0 < x) - (x < 0)); }); break;
-    case ExprOp::Not: map1(a, out, n, [](int64_t x) { return static_cast<int64_t>(x == 0); }); break;
-    case ExprOp::BitNot:
-      if (dtype == DType::Bool) {
-        map1(a, out, n, [](int64_t x) { return static_cast<int64_t>(x == 0); });
-      } else {
-        map1(a, out, n, [](int64_t x) { return ~x; });
+// A scalar op (Unary, Test, Binary or Compare kind) over lanes [0, n).
+void eval_scalar(const Program& program, const Instr& in, Registers& regs, int out, int n) {
+  const Instr& src = program.code()[in.a];
+  const int b = in.b >= 0 ? in.b : in.a;
+  const ir::OpKind kind = ir::op_info(in.op).kind;
+  const bool bool_result = kind == ir::OpKind::Test || kind == ir::OpKind::Compare;
+  switch (src.lane) {
+    case Lane::F32:
+      if (bool_result) return float_lanes(in.op, regs.f32(in.a), regs.f32(b), regs.i64(out), n);
+      return float_lanes(in.op, regs.f32(in.a), regs.f32(b), regs.f32(out), n);
+    case Lane::F64:
+      if (bool_result) return float_lanes(in.op, regs.f64(in.a), regs.f64(b), regs.i64(out), n);
+      return float_lanes(in.op, regs.f64(in.a), regs.f64(b), regs.f64(out), n);
+    case Lane::I64:
+      if (ir::op_info(in.op).classes & ir::op_class::DividesInt) {
+        const int64_t* divisor = regs.i64(b);
+        for (int i = 0; i < n; ++i) {
+          if (divisor[i] == 0) fail("integer division by zero in ", program.origin());
+        }
       }
-      break;
-    case ExprOp::Floor:
-    case ExprOp::Ceil:
-    case ExprOp::Trunc:
-    case ExprOp::Round: map1(a, out, n, [](int64_t x) { return x; }); break;
-    default: fail("internal error: unary op ", ir::expr_op_name(op), " on integer lanes");
-  }
-}
-
-template <typename T>
-void binary_float(ExprOp op, const T* a, const T* b, T* out, int n) {
-  switch (op) {
-    case ExprOp::Add: map2(a, b, out, n, [](T x, T y) { return x + y; }); break;
-    case ExprOp::Sub: map2(a, b, out, n, [](T x, T y) { return x - y; }); break;
-    case ExprOp::Mul: map2(a, b, out, n, [](T x, T y) { return x * y; }); break;
-    case ExprOp::Div: map2(a, b, out, n, [](T x, T y) { return x / y; }); break;
-    case ExprOp::Pow: map2(a, b, out, n, [](T x, T y) { return std::pow(x, y); }); break;
-    case ExprOp::Atan2: map2(a, b, out, n, [](T x, T y) { return std::atan2(x, y); }); break;
-    case ExprOp::Hypot: map2(a, b, out, n, [](T x, T y) { return std::hypot(x, y); }); break;
-    case ExprOp::Fmod: map2(a, b, out, n, [](T x, T y) { return std::fmod(x, y); }); break;
-    case ExprOp::Copysign: map2(a, b, out, n, [](T x, T y) { return std::copysign(x, y); }); break;
-    case ExprOp::Max: map2(a, b, out, n, [](T x, T y) { return nan_max(x, y); }); break;
-    case ExprOp::Min: map2(a, b, out, n, [](T x, T y) { return nan_min(x, y); }); break;
-    case ExprOp::FloorDiv: map2(a, b, out, n, [](T x, T y) { return std::floor(x / y); }); break;
-    case ExprOp::Mod: map2(a, b, out, n, [](T x, T y) { return float_mod(x, y); }); break;
-    default: fail("internal error: binary op ", ir::expr_op_name(op), " on floating lanes");
-  }
-}
-
-// torch's shifts of a `bits`-wide integer: shifting left by a negative or too large amount gives 0,
-// shifting right by one gives the sign fill. Lanes hold the value sign- or zero-extended.
-int64_t shift_left(int64_t a, int64_t b, int bits) {
-  if (b < 0 || b >= bits) return 0;
-  return static_cast<int64_t>(static_cast<uint64_t>(a) << b);
-}
-int64_t shift_right(int64_t a, int64_t b, int bits, bool is_signed) {
-  const int max_shift = bits - (is_signed ? 1 : 0);
-  if (b < 0 || b >= max_shift) return max_shift >= 64 ? 0 : a >> max_shift;
-  return a >> b;
-}
-
-void binary_int(ExprOp op, const int64_t* a, const int64_t* b, int64_t* out, int n, DType dtype,
-                const std::string& origin) {
-  auto check_divisor = [&] {
-    for (int i = 0; i < n; ++i) {
-      if (b[i] == 0) fail("integer division by zero in ", origin);
-    }
-  };
-  switch (op) {
-    case ExprOp::Add: map2(a, b, out, n, wrap_add); break;
-    case ExprOp::Sub: map2(a, b, out, n, wrap_sub); break;
-    case ExprOp::Mul: map2(a, b, out, n, wrap_mul); break;
-    case ExprOp::FloorDiv:
-      check_divisor();
-      map2(a, b, out, n, [](int64_t x, int64_t y) {
-        if (y == -1) return wrap_sub(0, x);  // avoids INT64_MIN / -1 overflow
-        const int64_t q = x / y;
-        return (x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;
-      });
-      break;
-    case ExprOp::Mod:
-      check_divisor();
-      map2(a, b, out, n, [](int64_t x, int64_t y) {
-        if (y == -1) return int64_t{0};
-        const int64_t r = x % y;
-        return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
-      });
-      break;
-    case ExprOp::Max: map2(a, b, out, n, [](int64_t x, int64_t y) { return std::max(x, y); }); break;
-    case ExprOp::Min: map2(a, b, out, n, [](int64_t x, int64_t y) { return std::min(x, y); }); break;
-    case ExprOp::BitAnd: map2(a, b, out, n, [](int64_t x, int64_t y) { return x & y; }); break;
-    case ExprOp::BitOr: map2(a, b, out, n, [](int64_t x, int64_t y) { return x | y; }); break;
-    case ExprOp::BitXor: map2(a, b, out, n, [](int64_t x, int64_t y) { return x ^ y; }); break;
-    case ExprOp::Shl: {
-      const int bits = static_cast<int>(dtype_size(dtype) * 8);
-      map2(a, b, out, n, [bits](int64_t x, int64_t y) { return shift_left(x, y, bits); });
-      break;
-    }
-    case ExprOp::Shr: {
-      const int bits = static_cast<int>(dtype_size(dtype) * 8);
-      const bool is_signed = dtype != DType::U8;
-      map2(a, b, out, n, [bits, is_signed](int64_t x, int64_t y) { return shift_right(x, y, bits, is_signed); });
-      break;
-    }
-    case ExprOp::And: map2(a, b, out, n, [](int64_t x, int64_t y) { return static_cast<int64_t>(x && y); }); break;
-    case ExprOp::Or: map2(a, b, out, n, [](int64_t x, int64_t y) { return static_cast<int64_t>(x || y); }); break;
-    default: fail("internal error: binary op ", ir::expr_op_name(op), " on integer lanes");
-  }
-}
-
-template <typename T>
-void compare(ExprOp op, const T* a, const T* b, int64_t* out, int n) {
-  for (int i = 0; i < n; ++i) {
-    bool r = false;
-    switch (op) {
-      case ExprOp::Eq: r = a[i] == b[i]; break;
-      case ExprOp::Ne: r = a[i] != b[i]; break;
-      case ExprOp::Lt: r = a[i] < b[i]; break;
-      case ExprOp::Le: r = a[i] <= b[i]; break;
-      case ExprOp::Gt: r = a[i] > b[i]; break;
-      case ExprOp::Ge: r = a[i] >= b[i]; break;
-      default: break;
-    }
-    out[i] = r;
+      return int_lanes(in.op, regs.i64(in.a), regs.i64(b), regs.i64(out), n, ir::int_lane(src.dtype));
   }
 }
 
@@ -406,7 +217,7 @@ void eval_cast(const Instr& in, const Instr& src, Registers& regs, int out_reg, 
         std::transform(x, x + n, regs.f64(out_reg), [](float v) { return static_cast<double>(v); });
       } else {
         int64_t* out = regs.i64(out_reg);
-        for (int i = 0; i < n; ++i) out[i] = to_bool ? static_cast<int64_t>(x[i] != 0.0f) : float_to_int(x[i]);
+        for (int i = 0; i < n; ++i) out[i] = to_bool ? static_cast<int64_t>(x[i] != 0.0f) : scalar::lm_f2i(x[i]);
       }
       break;
     }
@@ -418,7 +229,7 @@ void eval_cast(const Instr& in, const Instr& src, Registers& regs, int out_reg, 
         std::copy(x, x + n, regs.f64(out_reg));
       } else {
         int64_t* out = regs.i64(out_reg);
-        for (int i = 0; i < n; ++i) out[i] = to_bool ? static_cast<int64_t>(x[i] != 0.0) : float_to_int(x[i]);
+        for (int i = 0; i < n; ++i) out[i] = to_bool ? static_cast<int64_t>(x[i] != 0.0) : scalar::lm_f2i(x[i]);
       }
       break;
     }
@@ -587,8 +398,8 @@ void eval_fold(const Program& program, const Instr& in, size_t r, Registers& reg
       } else {
         int64_t& a = iacc[i];
         switch (op) {
-          case ir::ReduceOp::Sum: a = wrap_add(a, iv); break;
-          case ir::ReduceOp::Prod: a = wrap_mul(a, iv); break;
+          case ir::ReduceOp::Sum: a = lm_wrap_add(a, iv); break;
+          case ir::ReduceOp::Prod: a = lm_wrap_mul(a, iv); break;
           case ir::ReduceOp::Max: a = std::max(a, iv); break;
           case ir::ReduceOp::Min: a = std::min(a, iv); break;
           case ir::ReduceOp::Any: a = (a != 0 || iv != 0); break;
@@ -625,41 +436,7 @@ void eval_instruction(const Program& program, size_t r, Registers& regs, int n, 
         case Lane::I64: select(regs.i64(in.a), regs.i64(in.b), regs.i64(in.c), regs.i64(out), n); break;
       }
       return;  // both branches already have this dtype
-    case ExprOp::IsNan: {
-      int64_t* dst = regs.i64(out);
-      if (code[in.a].lane == Lane::F32) {
-        const float* x = regs.f32(in.a);
-        for (int i = 0; i < n; ++i) dst[i] = x[i] != x[i];
-      } else if (code[in.a].lane == Lane::F64) {
-        const double* x = regs.f64(in.a);
-        for (int i = 0; i < n; ++i) dst[i] = x[i] != x[i];
-      } else {
-        std::fill(dst, dst + n, 0);
-      }
-      return;
-    }
-    default:
-      if (ir::is_comparison_op(in.op)) {
-        switch (code[in.a].lane) {
-          case Lane::F32: compare(in.op, regs.f32(in.a), regs.f32(in.b), regs.i64(out), n); break;
-          case Lane::F64: compare(in.op, regs.f64(in.a), regs.f64(in.b), regs.i64(out), n); break;
-          case Lane::I64: compare(in.op, regs.i64(in.a), regs.i64(in.b), regs.i64(out), n); break;
-        }
-        return;
-      }
-      if (in.b < 0) {
-        switch (in.lane) {
-          case Lane::F32: unary_float(in.op, regs.f32(in.a), regs.f32(out), n); break;
-          case Lane::F64: unary_float(in.op, regs.f64(in.a), regs.f64(out), n); break;
-          case Lane::I64: unary_int(in.op, regs.i64(in.a), regs.i64(out), n, in.dtype); break;
-        }
-      } else {
-        switch (in.lane) {
-          case Lane::F32: binary_float(in.op, regs.f32(in.a), regs.f32(in.b), regs.f32(out), n); break;
-          case Lane::F64: binary_float(in.op, regs.f64(in.a), regs.f64(in.b), regs.f64(out), n); break;
-          case Lane::I64: binary_int(in.op, regs.i64(in.a), regs.i64(in.b), regs.i64(out), n, in.dtype, program.origin()); break;
-        }
-      }
+      LUMINAL_SCALAR_OP_CASES eval_scalar(program, in, regs, out, n);
       break;
   }
   narrow(in, regs, out, n);

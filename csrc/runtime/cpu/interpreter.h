@@ -14,19 +14,16 @@
 #include <string>
 #include <vector>
 
+#include "common/scalar_ops.h"
 #include "ir/expr.h"
 
 namespace luminal::runtime::cpu {
 
-// GELU with the tanh approximation, in torch's order of operations.
+// GELU with the tanh approximation (common/scalar_ops.h), for the CPU executor's matmul epilogue.
 template <typename T>
 inline T gelu_tanh(T x) {
-  const T beta = T(0.7978845608028654);  // sqrt(2 / pi)
-  const T kappa = T(0.044715);
-  const T inner = beta * (x + kappa * (x * x * x));
-  return T(0.5) * x * (T(1) + std::tanh(inner));
+  return scalar::lm_gelu_tanh(x);
 }
-
 
 constexpr int kLanes = 256;
 
