@@ -97,10 +97,7 @@ namespace {
 
 // The general plan: library operands staged, then node by node.
 std::shared_ptr<const gpu::CudaProgram> general_program(const ir::Graph& graph) {
-  passes::StagedGraph staged = passes::stage_library_operands(graph);
-  auto run_graph = std::make_shared<const ir::Graph>(std::move(staged.graph));
-  schedule::Plan plan = schedule::plan_steps(*run_graph, /*stable_library_operands=*/true);
-  return std::make_shared<const gpu::CudaProgram>(gpu::build_cuda_program(run_graph, std::move(plan), staged.copies));
+  return std::make_shared<const gpu::CudaProgram>(gpu::build_general_cuda_program(graph));
 }
 
 }  // namespace

@@ -25,11 +25,7 @@ using testing::GraphFixture;
 
 Expr twice(const std::vector<Expr>& v) { return ir::add(v[0], v[0]); }
 
-CudaProgram general_program(const ir::Graph& graph) {
-  passes::StagedGraph staged = passes::stage_library_operands(graph);
-  auto run_graph = std::make_shared<const ir::Graph>(std::move(staged.graph));
-  return runtime::gpu::build_cuda_program(run_graph, schedule::plan_steps(*run_graph), staged.copies);
-}
+CudaProgram general_program(const ir::Graph& graph) { return runtime::gpu::build_general_cuda_program(graph); }
 
 TEST(CudaProgram, StepsOwnTheirKernelsInModuleOrder) {
   GraphFixture f;

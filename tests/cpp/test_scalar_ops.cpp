@@ -655,7 +655,8 @@ std::vector<Host> run_gpu(const ir::Graph& graph, const std::vector<Host>& input
     v.data = out_buffers.back().get();
     out_views.push_back(v);
   }
-  runtime::gpu::Executor executor(std::make_shared<const ir::Graph>(graph));
+  runtime::gpu::Executor executor(
+      std::make_shared<const runtime::gpu::CudaProgram>(runtime::gpu::build_general_cuda_program(graph)));
   runtime::gpu::CallContext call;
   call.allocator = &allocator;
   executor.run(views, out_views, symbols, call);
@@ -682,7 +683,7 @@ TEST(ScalarOps, EveryOpAndDtypeAgreesWithTheReference) {
   for (size_t k = 0; k < cases.size(); ++k) check_output(cases[k], cpu[k], "cpu");
 #ifdef LUMINAL_HAVE_CUDA
   // (c) the generated CUDA module: NVRTC always, a run where a device is present
-  const std::string source = runtime::gpu::check_codegen(graph, "sm_90");
+  const std::string source = runtime::gpu::check_codegen(runtime::gpu::build_general_cuda_program(graph), "sm_90");
   for (const char* device_function : {"lm_erfinv_f(", "lm_i0_d(", "lm_pymod_f(", "lm_floordiv(", "lm_max_d("}) {
     EXPECT_NE(source.find(device_function), std::string::npos) << device_function;
   }

@@ -103,4 +103,11 @@ CudaProgram build_cuda_program(std::shared_ptr<const ir::Graph> graph, schedule:
   return program;
 }
 
+CudaProgram build_general_cuda_program(const ir::Graph& graph) {
+  passes::StagedGraph staged = passes::stage_library_operands(graph);
+  auto run_graph = std::make_shared<const ir::Graph>(std::move(staged.graph));
+  schedule::Plan plan = schedule::plan_steps(*run_graph, /*stable_library_operands=*/true);
+  return build_cuda_program(run_graph, std::move(plan), staged.copies);
+}
+
 }  // namespace luminal::runtime::gpu

@@ -50,4 +50,8 @@ constexpr const char* kExportErrorsKernelName = "lm_export_errors";
 // `graph` is what runs: for a node-by-node plan, after passes::stage_library_operands.
 CudaProgram build_cuda_program(std::shared_ptr<const ir::Graph> graph, schedule::Plan plan, size_t staging_copies = 0);
 
+// The general (node-by-node) program of an optimized graph: library operands staged
+// (passes::stage_library_operands), planned with stable library operands, code generated.
+CudaProgram build_general_cuda_program(const ir::Graph& graph);
+
 }  // namespace luminal::runtime::gpu
