@@ -639,6 +639,7 @@ std::vector<Host> run_gpu(const ir::Graph& graph, const std::vector<Host>& input
     LUMINAL_CU(api.cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(buffers.back().get()), h.bytes.data(), h.bytes.size()));
     runtime::TensorView v = Host(h).view();
     v.data = buffers.back().get();
+    v.device = runtime::Device{runtime::DeviceType::CUDA, 0};
     views.push_back(v);
   }
   const runtime::SymbolValues symbols = runtime::bind_inputs(graph, views);
@@ -653,6 +654,7 @@ std::vector<Host> run_gpu(const ir::Graph& graph, const std::vector<Host>& input
     out_buffers.push_back(allocator.allocate(outputs[k].bytes.size(), 0));
     runtime::TensorView v = outputs[k].view();
     v.data = out_buffers.back().get();
+    v.device = runtime::Device{runtime::DeviceType::CUDA, 0};
     out_views.push_back(v);
   }
   runtime::gpu::Executor executor(

@@ -370,7 +370,7 @@ class InstanceBuilder {
                                                                 in_.workspace, static_cast<CUstream>(context_.stream));
       }
       for (NodeId operand : node.inputs) {
-        const NodeId base = view_base(operand);
+        const NodeId base = memory_read_by_library(operand);
         if (placement(base) == Placement::Input) {
           in_.parameter_pointers.emplace_back(g_.node(base).input_position, in_.buffers[base].ptr);
         }
@@ -382,9 +382,12 @@ class InstanceBuilder {
     }
   }
 
-  NodeId view_base(NodeId id) const {
-    if (const auto view = passes::as_affine_view(g_, id)) return view->base;
-    return id;
+  // The node whose memory a library call reads for `operand`: a view's base when the operand is a
+  // view read by strides, else the operand itself (a materialized copy of an input is arena memory,
+  // even though it is an affine view of that input).
+  NodeId memory_read_by_library(NodeId operand) const {
+    if (placement(operand) != Placement::VirtualView) return operand;
+    return passes::as_affine_view(g_, operand)->base;
   }
 
   // Adds `node` after the previous one (the graph is a chain).
