@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "passes/passes.h"
+#include "passes/stage_library_operands.h"
 
 namespace luminal::schedule {
 
@@ -73,9 +74,45 @@ Plan plan_row_kernel_steps(const ir::Graph& graph, ir::Expr rows) {
   LUMINAL_CHECK(first_output >= 0, "internal error: a row kernel without tensor outputs");
   Plan plan;
   // The step is named after an output: its size tells whether there is any row to compute.
-  plan.steps.push_back(Step{StepKind::RowKernel, first_output});
+  plan.steps.push_back(Step(StepKind::RowKernel, first_output, choose_row_schedule()));
   plan.rows = std::move(rows);
   return plan;
+}
+
+std::vector<OperandInfo> kernel_operands(const ir::Graph& graph, const Node& node) {
+  std::vector<OperandInfo> operands;
+  for (NodeId input : node.inputs) {
+    const Node& producer = graph.node(input);
+    OperandInfo info;
+    info.dtype = producer.dtype;
+    info.shape = producer.shape;
+    if (producer.kind == NodeKind::Input) {
+      info.layout = Layout::Strided;
+    } else if (producer.kind == NodeKind::Constant) {
+      info.layout = Layout::Fixed;
+      info.fixed_strides = producer.constant->strides;
+    }
+    operands.push_back(std::move(info));
+  }
+  return operands;
+}
+
+void schedule_kernels(Plan& plan, const ir::Graph& graph) {
+  for (Step& step : plan.steps) {
+    const Node& node = graph.node(step.node);
+    switch (step.kind) {
+      case StepKind::LibraryMatmul:
+      case StepKind::RowKernel: break;  // no node kernel; the row kernel is scheduled by its plan
+      case StepKind::Scatter: {
+        const std::vector<OperandInfo> operands = kernel_operands(graph, node);
+        const Node copy = passes::identity_copy(graph.node(node.inputs[0]), node.inputs[0], node.origin);
+        step.copy_schedule = choose_schedule(copy, {operands[0]});
+        step.schedule = choose_schedule(node, operands);
+        break;
+      }
+      case StepKind::Kernel: step.schedule = choose_schedule(node, kernel_operands(graph, node)); break;
+    }
+  }
 }
 
 }  // namespace luminal::schedule

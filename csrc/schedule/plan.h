@@ -8,9 +8,11 @@
 // base by strides (View). Inputs and constants are no steps either.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "ir/graph.h"
+#include "schedule/kernel_schedule.h"
 
 namespace luminal::schedule {
 
@@ -24,6 +26,14 @@ enum class StepKind {
 struct Step {
   StepKind kind = StepKind::Kernel;
   ir::NodeId node = -1;
+  // The generated kernel's schedule (Kernel, Scatter, RowKernel) and the scatter's base copy's,
+  // once schedule_kernels decided them: code generation renders exactly these.
+  std::optional<KernelSchedule> schedule;
+  std::optional<KernelSchedule> copy_schedule;
+
+  Step() = default;
+  Step(StepKind step_kind, ir::NodeId step_node, std::optional<KernelSchedule> kernel_schedule = std::nullopt)
+      : kind(step_kind), node(step_node), schedule(std::move(kernel_schedule)) {}
 };
 
 struct Plan {
@@ -41,7 +51,15 @@ struct Plan {
 // passes/stage_library_operands.h actually copy and a new input pointer needs no rebuild.
 Plan plan_steps(const ir::Graph& graph, bool stable_library_operands = false);
 
-// One row kernel for a row-local graph (passes/row_plan.h) with batch extent `rows`.
+// One row kernel for a row-local graph (passes/row_plan.h) with batch extent `rows`, scheduled.
 Plan plan_row_kernel_steps(const ir::Graph& graph, ir::Expr rows);
+
+// The operand layouts a generated kernel of `node` sees (graph inputs strided, constants with
+// fixed strides, everything else contiguous): what the schedule rules and codegen need.
+std::vector<OperandInfo> kernel_operands(const ir::Graph& graph, const ir::Node& node);
+
+// Decides the schedule of every generated kernel of a node-by-node plan with today's rules
+// (choose_schedule); a measured search may replace them before code generation.
+void schedule_kernels(Plan& plan, const ir::Graph& graph);
 
 }  // namespace luminal::schedule

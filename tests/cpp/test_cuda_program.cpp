@@ -10,6 +10,8 @@
 
 #include "graph_helpers.h"
 #include "passes/stage_library_operands.h"
+#include "passes/passes.h"
+#include "runtime/cuda/executor.h"
 #include "runtime/cuda/program.h"
 #include "schedule/plan.h"
 
@@ -97,6 +99,33 @@ TEST(CudaProgram, RowKernelPlanIsOneKernelWhoseChecksNameTheRowKernel) {
   EXPECT_TRUE(program.plan.is_row_kernel());
   EXPECT_EQ(program.buffers.placement[a], runtime::Placement::Register);
   for (const runtime::gpu::CheckLabel& label : program.check_labels) EXPECT_EQ(label.origin, "the row kernel");
+}
+
+// The plan carries each kernel's schedule and code generation renders exactly that one: a search
+// can swap a candidate in before the program is built.
+TEST(CudaProgram, RendersTheScheduleThePlanCarries) {
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(5), int_const(96)});
+  f.output(f.b().reduce_dims(x, {1}, false, ir::ReduceOp::Sum, DType::F32));
+  auto graph = std::make_shared<const ir::Graph>(passes::optimize(f.graph()));
+  schedule::Plan plan = schedule::plan_steps(*graph, true);
+  schedule::schedule_kernels(plan, *graph);
+  ASSERT_EQ(plan.steps.size(), 1u);
+  ASSERT_TRUE(plan.steps[0].schedule.has_value());
+  const ir::Node& node = graph->node(plan.steps[0].node);
+  const auto candidates = schedule::candidate_schedules(node, schedule::kernel_operands(*graph, node));
+  ASSERT_GT(candidates.size(), 1u);
+  EXPECT_EQ(*plan.steps[0].schedule, candidates[0]);  // today's rule comes first
+  for (const schedule::KernelSchedule& candidate : candidates) {
+    schedule::Plan swapped = plan;
+    swapped.steps[0].schedule = candidate;
+    const CudaProgram program = runtime::gpu::build_cuda_program(graph, swapped);
+    ASSERT_EQ(program.kernels.size(), 1u);
+    EXPECT_EQ(program.kernels[0].schedule, candidate) << schedule::to_string(candidate);
+    runtime::gpu::check_codegen(program, "sm_90");  // NVRTC, no GPU needed
+  }
+  schedule::Plan unscheduled = schedule::plan_steps(*graph, true);
+  EXPECT_THROW(runtime::gpu::build_cuda_program(graph, unscheduled), Error);
 }
 
 }  // namespace

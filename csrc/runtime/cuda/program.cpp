@@ -19,25 +19,10 @@ extern "C" __global__ void lm_export_errors(lm_i64* device_record, volatile lm_i
 }
 )";
 
-codegen::OperandInfo operand_info(const Node& producer) {
-  codegen::OperandInfo info;
-  info.dtype = producer.dtype;
-  info.shape = producer.shape;
-  switch (producer.kind) {
-    case NodeKind::Input: info.layout = codegen::Layout::Strided; break;
-    case NodeKind::Constant:
-      info.layout = codegen::Layout::Fixed;
-      info.fixed_strides = producer.constant->strides;
-      break;
-    default: info.layout = codegen::Layout::Contiguous; break;
-  }
-  return info;
-}
-
-std::vector<codegen::OperandInfo> operands_of(const ir::Graph& g, const Node& node) {
-  std::vector<codegen::OperandInfo> operands;
-  for (NodeId input : node.inputs) operands.push_back(operand_info(g.node(input)));
-  return operands;
+// The schedule decided for a step's kernel (schedule::schedule_kernels; row kernels: their plan).
+const schedule::KernelSchedule& decided(const std::optional<schedule::KernelSchedule>& schedule, const Node& node) {
+  LUMINAL_CHECK(schedule.has_value(), "internal error: no schedule was decided for the kernel of ", node.origin);
+  return *schedule;
 }
 
 // Generates the kernels of every step, in step order (a scatter: its base copy, then itself).
@@ -49,20 +34,21 @@ void generate_kernels(CudaProgram& program) {
     switch (step.kind) {
       case StepKind::LibraryMatmul: break;
       case StepKind::Scatter: {
-        const std::vector<codegen::OperandInfo> operands = operands_of(g, node);
+        const std::vector<codegen::OperandInfo> operands = schedule::kernel_operands(g, node);
         const Node copy = passes::identity_copy(g.node(node.inputs[0]), node.inputs[0], node.origin);
-        program.kernels.push_back(codegen::generate_kernel(copy, {operands[0]}));
+        program.kernels.push_back(codegen::render_kernel(copy, {operands[0]}, decided(step.copy_schedule, node)));
         kernels.copy_kernel = static_cast<int>(program.kernels.size()) - 1;
-        program.kernels.push_back(codegen::generate_kernel(node, operands));
+        program.kernels.push_back(codegen::render_kernel(node, operands, decided(step.schedule, node)));
         kernels.kernel = static_cast<int>(program.kernels.size()) - 1;
         break;
       }
       case StepKind::Kernel:
-        program.kernels.push_back(codegen::generate_kernel(node, operands_of(g, node)));
+        program.kernels.push_back(
+            codegen::render_kernel(node, schedule::kernel_operands(g, node), decided(step.schedule, node)));
         kernels.kernel = static_cast<int>(program.kernels.size()) - 1;
         break;
       case StepKind::RowKernel:
-        program.kernels.push_back(codegen::generate_row_kernel(g, program.plan.rows));
+        program.kernels.push_back(codegen::render_row_kernel(g, program.plan.rows, decided(step.schedule, node)));
         kernels.kernel = static_cast<int>(program.kernels.size()) - 1;
         break;
     }
@@ -107,6 +93,7 @@ CudaProgram build_general_cuda_program(const ir::Graph& graph) {
   passes::StagedGraph staged = passes::stage_library_operands(graph);
   auto run_graph = std::make_shared<const ir::Graph>(std::move(staged.graph));
   schedule::Plan plan = schedule::plan_steps(*run_graph, /*stable_library_operands=*/true);
+  schedule::schedule_kernels(plan, *run_graph);
   return build_cuda_program(run_graph, std::move(plan), staged.copies);
 }
 

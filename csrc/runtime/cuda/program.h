@@ -1,8 +1,9 @@
 // A CUDA program: a graph, its plan of steps and the generated code, ready for an Executor.
 //
-// build_cuda_program only generates code (codegen::generate_kernel per kernel step, one
-// generate_row_kernel for a row-kernel plan) and needs no GPU: the executor instantiates the
-// program per shape binding; check_codegen compiles its module with NVRTC.
+// build_cuda_program only renders code: each kernel step's schedule, decided in the plan
+// (schedule::schedule_kernels, or the row-kernel plan's), through codegen::render_kernel /
+// render_row_kernel. It needs no GPU: the executor instantiates the program per shape binding;
+// check_codegen compiles its module with NVRTC.
 #pragma once
 
 #include <cstdint>
@@ -47,7 +48,8 @@ struct CudaProgram {
 // memory and clears it.
 constexpr const char* kExportErrorsKernelName = "lm_export_errors";
 
-// `graph` is what runs: for a node-by-node plan, after passes::stage_library_operands.
+// `graph` is what runs: for a node-by-node plan, after passes::stage_library_operands. Every
+// kernel step of `plan` must carry its schedule.
 CudaProgram build_cuda_program(std::shared_ptr<const ir::Graph> graph, schedule::Plan plan, size_t staging_copies = 0);
 
 // The general (node-by-node) program of an optimized graph: library operands staged
