@@ -21,14 +21,7 @@ std::string KernelWriter::shape_code(const Expr& e) {
     case ExprOp::Const: return str_cat(e->int_value, "LL");
     case ExprOp::Symbol: return "p." + sanitize(e->symbol);
     LUMINAL_BINARY_OP_CASES return shape_op_code(e);
-    case ExprOp::LoopVar:
-    case ExprOp::ReduceVar:
-    case ExprOp::Load:
-    case ExprOp::Where:
-    case ExprOp::Cast:
-    case ExprOp::CheckIndex:
-    case ExprOp::Fold:
-      LUMINAL_UNARY_OP_CASES break;  // not shape arithmetic
+    LUMINAL_NON_SHAPE_OP_CASES break;  // not shape arithmetic
   }
   fail("internal error: cannot emit shape expression ", ir::to_string(e));
 }

@@ -151,6 +151,17 @@ constexpr uint8_t DividesInt = 8;  // integer operand 1 is a divisor: zero is an
 #define LUMINAL_UNARY_OP_CASES LUMINAL_EXPR_OPS(LUMINAL_UNARY_CASE_ENTRY)
 #define LUMINAL_BINARY_OP_CASES LUMINAL_EXPR_OPS(LUMINAL_BINARY_CASE_ENTRY)
 #define LUMINAL_SCALAR_OP_CASES LUMINAL_UNARY_OP_CASES LUMINAL_BINARY_OP_CASES
+// The ops a shape expression (sizes and symbols combined by binary arithmetic) never holds: for
+// the switches that evaluate or render shape expressions, after their Const/Symbol/binary cases.
+#define LUMINAL_NON_SHAPE_OP_CASES \
+  case ExprOp::LoopVar:            \
+  case ExprOp::ReduceVar:          \
+  case ExprOp::Load:               \
+  case ExprOp::Where:              \
+  case ExprOp::Cast:               \
+  case ExprOp::CheckIndex:         \
+  case ExprOp::Fold:               \
+    LUMINAL_UNARY_OP_CASES
 // clang-format on
 
 }  // namespace luminal::ir

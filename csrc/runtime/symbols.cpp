@@ -52,14 +52,7 @@ int64_t evaluate(const Expr& e, const SymbolValues& symbols) {
       return it->second;
     }
     LUMINAL_BINARY_OP_CASES return evaluate_binary(e, evaluate(e->args[0], symbols), evaluate(e->args[1], symbols));
-    case ExprOp::LoopVar:
-    case ExprOp::ReduceVar:
-    case ExprOp::Load:
-    case ExprOp::Where:
-    case ExprOp::Cast:
-    case ExprOp::CheckIndex:
-    case ExprOp::Fold:
-      LUMINAL_UNARY_OP_CASES break;  // not shape arithmetic
+    LUMINAL_NON_SHAPE_OP_CASES break;  // not shape arithmetic
   }
   cannot_evaluate(e);
 }
