@@ -115,8 +115,8 @@ demo: build
 
 lint: $(VENV_STAMP)
 	$(PY) -m pip install -q ruff
-	$(PY) -m ruff check python tests examples benchmarks fuzz
-	$(PY) -m ruff format --check python tests examples benchmarks fuzz
+	$(PY) -m ruff check python tests examples benchmarks fuzz tools
+	$(PY) -m ruff format --check python tests examples benchmarks fuzz tools
 
 wheel: deps
 	$(PY) -m pip wheel --no-build-isolation --no-deps . -w dist
