@@ -332,6 +332,11 @@ std::optional<AffineView> as_affine_view(const Graph& graph, NodeId id) {
   return view;
 }
 
+ir::NodeId affine_view_base(const ir::Graph& graph, ir::NodeId node) {
+  const auto view = as_affine_view(graph, node);
+  return view ? view->base : node;
+}
+
 namespace {
 
 // Matches where(i_axis < bound, then, else) (under an optional cast) with a shape-expression bound.

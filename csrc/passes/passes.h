@@ -70,6 +70,8 @@ struct AffineView {
   std::vector<std::vector<ir::Expr>> coefficients;  // [input dim][output dim], shape expressions
 };
 std::optional<AffineView> as_affine_view(const ir::Graph& graph, ir::NodeId node);
+// The node whose memory `node` reads if it is an affine view (as_affine_view's base), else itself.
+ir::NodeId affine_view_base(const ir::Graph& graph, ir::NodeId node);
 
 // A pointwise body that selects on an output axis (`where(i_a < c, A, B)`, as concatenation
 // produces) splits into pieces over consecutive ranges of that axis, each with the selection

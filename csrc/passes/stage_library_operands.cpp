@@ -28,11 +28,6 @@ Node identity_copy(const Node& source, NodeId source_id, const std::string& why)
 
 namespace {
 
-NodeId view_base(const ir::Graph& g, NodeId id) {
-  if (const auto view = as_affine_view(g, id)) return view->base;
-  return id;
-}
-
 // A view that repeats rows or columns of its base (expand of a [1, k] parameter: stride 0 in a
 // matrix dim) has no leading dimension cuBLASLt can take, whatever the base's strides.
 bool broadcasts_a_matrix_dim(const ir::Graph& g, NodeId operand) {
@@ -69,7 +64,7 @@ StagedGraph stage_library_operands(const ir::Graph& in) {
     for (NodeId& input : copy.inputs) input = remap[input];
     if (node.kind == NodeKind::MatMul) {
       for (NodeId& operand : copy.inputs) {
-        const NodeId base_id = view_base(out, operand);
+        const NodeId base_id = affine_view_base(out, operand);
         const Node& base = out.node(base_id);
         if ((base.kind == NodeKind::Input && base.role == ir::InputRole::User) || written_by_caller[base_id] ||
             broadcasts_a_matrix_dim(out, operand)) {

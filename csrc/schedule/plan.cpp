@@ -24,12 +24,6 @@ bool is_view_read_by_matmuls(const ir::Graph& graph, const Node& node, const std
   return only_matmul_users && passes::as_affine_view(graph, node.id).has_value();
 }
 
-// The base a view reads (itself when it is no view).
-NodeId view_base(const ir::Graph& graph, NodeId id) {
-  const auto view = passes::as_affine_view(graph, id);
-  return view ? view->base : id;
-}
-
 // Memory whose address the caller chooses on every call.
 bool is_per_call_memory(const ir::Graph& graph, NodeId id, const std::vector<bool>& is_output) {
   const Node& node = graph.node(id);
@@ -54,7 +48,7 @@ Plan plan_steps(const ir::Graph& graph, bool stable_library_operands) {
       case NodeKind::Pointwise:
       case NodeKind::Reduce:
         if (is_view_read_by_matmuls(graph, node, users, is_output) &&
-            !(stable_library_operands && is_per_call_memory(graph, view_base(graph, node.id), is_output))) {
+            !(stable_library_operands && is_per_call_memory(graph, passes::affine_view_base(graph, node.id), is_output))) {
           plan.views.push_back(node.id);
         } else {
           plan.steps.push_back(Step{StepKind::Kernel, node.id});

@@ -274,13 +274,13 @@ class Executor::Run {
   Run(const Executor& executor, const std::vector<TensorView>& inputs, const std::vector<TensorView>& outputs,
       const SymbolValues& symbols)
       : ex_(executor), graph_(*executor.graph_), inputs_(inputs), outputs_(outputs), symbols_(symbols),
-        buffers_(graph_.size()) {}
+        buffers_(graph_.size()), settings_(config()) {}
 
   void execute() {
     LUMINAL_CHECK(outputs_.size() == graph_.outputs.size(), "expected ", graph_.outputs.size(), " output views, got ",
                   outputs_.size());
     allocate_arena();
-    const bool profile = config()->profile;
+    const bool profile = settings_->profile;
     for (const Node& node : graph_.nodes()) {
       const NodePlan& plan = ex_.plans_[node.id];
       switch (ex_.buffers_.placement[node.id]) {
@@ -362,7 +362,7 @@ class Executor::Run {
                     node.origin, " takes over the memory of %", base, ", which does not match it");
       return;
     }
-    if (config()->poison_outputs) std::memset(arena_.get() + layout_.offset[node.id], 0xFF, bytes);  // NaN; -1 for integers
+    if (settings_->poison_outputs) std::memset(arena_.get() + layout_.offset[node.id], 0xFF, bytes);  // NaN; -1 for integers
   }
 
   void* destination(const Node& node) { return const_cast<void*>(buffers_[node.id].data); }
@@ -727,6 +727,7 @@ class Executor::Run {
   const std::vector<TensorView>& outputs_;
   const SymbolValues& symbols_;
   std::vector<Buffer> buffers_;
+  const std::shared_ptr<const Config> settings_;  // read once per call, not per node
   ArenaLayout layout_;                  // this call's offsets of the intermediates
   std::unique_ptr<uint8_t[]> arena_;    // the intermediates' memory
 
