@@ -192,6 +192,7 @@ runtime::CudaCallContext cuda_context(const at::Device& device) {
   context.device = device.index();
   context.stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
   context.allow_tf32 = at::globalContext().allowTF32CuBLAS();
+  context.allow_tf32_convolution = at::globalContext().allowTF32CuDNN();
   context.allocator = &allocator;
   return context;
 }
@@ -382,6 +383,7 @@ class PyCompiledGraph {
       c["graph_builds"] = s.cuda.graph_builds;
       c["pointer_updates"] = s.cuda.pointer_updates;
       c["calls"] = s.cuda.calls;
+      c["choices"] = s.cuda.choices;
       d["cuda"] = c;
     }
 #endif

@@ -38,6 +38,15 @@ std::string cuda_check_arch(const char* value) {
   return std::strcmp(value, "1") == 0 ? "sm_90" : value;
 }
 
+ConvolutionChoice convolution_choice(const char* value) {
+  if (value != nullptr && std::strcmp(value, "cudnn") == 0) return ConvolutionChoice::Library;
+  if (value != nullptr && std::strcmp(value, "generated") == 0) return ConvolutionChoice::Generated;
+  return ConvolutionChoice::Measured;
+}
+
+// LUMINAL_SEARCH: on unless set to "0" (or "").
+bool search_enabled(const char* value) { return value == nullptr || flag(value); }
+
 const char* from_environment(const char* name) { return std::getenv(name); }
 
 std::mutex config_mutex;
@@ -51,6 +60,8 @@ Config read_config(const char* (*lookup)(const char* name)) {
   c.profile = flag(lookup("LUMINAL_PROFILE"));
   c.sync_check = flag(lookup("LUMINAL_SYNC_CHECK"));
   c.cpu_runs_row_graph = flag(lookup("LUMINAL_CPU_ROW_GRAPH"));
+  c.search = search_enabled(lookup("LUMINAL_SEARCH"));
+  c.convolution = convolution_choice(lookup("LUMINAL_CONVOLUTION"));
   c.check_cuda_arch = cuda_check_arch(lookup("LUMINAL_CHECK_CUDA_CODEGEN"));
   c.dump_kernels_dir = optional_text(lookup("LUMINAL_DUMP_KERNELS")).value_or("");
   c.cache_dir = optional_text(lookup("LUMINAL_CACHE_DIR"));

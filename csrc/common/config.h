@@ -21,6 +21,10 @@
 //   LUMINAL_CACHE_DIR=<dir>       the on-disk cache's root ("" turns caching off); unset: then
 //   XDG_CACHE_HOME, HOME          $XDG_CACHE_HOME/luminal (when absolute), else $HOME/.cache/luminal;
 //                                 HOME also expands "~" in the directories above
+//   LUMINAL_SEARCH=0              CUDA: choose kernels by rule only, without timing candidates on
+//                                 the device (default: measured choice)
+//   LUMINAL_CONVOLUTION=          CUDA: "cudnn" or "generated" runs every convolution that way
+//                                 (where cuDNN takes it); unset or "auto": the faster, as measured
 //   LUMINAL_MAX_ARCHIVE_BYTES=n   the most bytes read from one PT2 archive (default 64 GiB)
 //   LUMINAL_MAX_ARCHIVE_JSON_BYTES=n  the most bytes of one JSON entry in it
 #pragma once
@@ -39,11 +43,16 @@ struct ByteLimitSetting {
   std::string problem;            // set and invalid: the message to raise
 };
 
+// How the CUDA engine runs a convolution (LUMINAL_CONVOLUTION).
+enum class ConvolutionChoice { Measured, Library, Generated };
+
 struct Config {
   bool poison_outputs = false;   // LUMINAL_POISON_OUTPUTS
   bool profile = false;          // LUMINAL_PROFILE
   bool sync_check = false;       // LUMINAL_SYNC_CHECK
   bool cpu_runs_row_graph = false;  // LUMINAL_CPU_ROW_GRAPH
+  bool search = true;                // LUMINAL_SEARCH (false: rules only)
+  ConvolutionChoice convolution = ConvolutionChoice::Measured;  // LUMINAL_CONVOLUTION
   std::string check_cuda_arch;   // LUMINAL_CHECK_CUDA_CODEGEN: "" (off) or an arch, "1" read as "sm_90"
   std::string dump_kernels_dir;  // LUMINAL_DUMP_KERNELS as given ("" off; resolve_user_directory it)
   // The cache's location as given; nullopt where unset (an empty LUMINAL_CACHE_DIR is set: it

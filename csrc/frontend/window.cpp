@@ -2,6 +2,7 @@
 // its window with masked loads (positions in the padding read nothing), so the executors and the
 // CUDA codegen need no special support.
 #include <limits>
+#include <memory>
 
 #include "common/error.h"
 #include "frontend/translate.h"
@@ -83,7 +84,10 @@ void translate_convolution(Context& ctx, const pt2::Node& node) {
     w_at.push_back(r);
   }
   const Expr product = ir::mul(ir::cast(ir::load(0, b.dtype(x), x_at, inside), acc), ir::cast(ir::load(1, b.dtype(w), w_at), acc));
-  NodeId result = b.reduce(acc, out_shape, {x, w}, product, ir::ReduceOp::Sum, extents);
+  const NodeId result = b.reduce(acc, out_shape, {x, w}, product, ir::ReduceOp::Sum, extents);
+  // The parameters a library needs to compute the same node (ir::Convolution).
+  ir::Node& conv = b.graph().node(result);
+  conv.convolution = std::make_shared<const ir::Convolution>(ir::Convolution{stride, padding, dilation, groups, conv.body});
   std::vector<Operand> operands{Operand::of(result)};
   const std::optional<NodeId> bias = ctx.optional_tensor(node, "bias");
   if (bias) operands.push_back(Operand::of(b.per_channel(*bias, xs.size())));

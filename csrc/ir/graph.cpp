@@ -283,6 +283,40 @@ void verify_grouped_rows(const Graph& graph, const Node& node) {
                 ", ", node_signature(b), ", ", node_signature(ends));
 }
 
+std::string ints_to_string(const std::vector<int64_t>& values) {
+  std::string text = "[";
+  for (size_t i = 0; i < values.size(); ++i) text += str_cat(i ? ", " : "", values[i]);
+  return text + "]";
+}
+
+std::string convolution_to_string(const Convolution& conv) {
+  return str_cat("stride ", ints_to_string(conv.stride), ", padding ", ints_to_string(conv.padding), ", dilation ",
+                 ints_to_string(conv.dilation), ", groups ", conv.groups);
+}
+
+void verify_convolution(const Graph& graph, const Node& node) {
+  auto where = [&] { return str_cat("IR verification failed at %", node.id, " (", node.origin, "): "); };
+  const Convolution& conv = *node.convolution;
+  LUMINAL_CHECK(node.kind == NodeKind::Reduce && node.inputs.size() == 2 && node.reduce_op == ReduceOp::Sum, where(),
+                "a convolution is a sum reduction of two inputs");
+  LUMINAL_CHECK(node.body == conv.body, where(),
+                "the body of a convolution changed after the frontend built it (a pass must leave it whole)");
+  const Node& x = graph.node(node.inputs[0]);
+  const Node& w = graph.node(node.inputs[1]);
+  const size_t spatial = conv.stride.size();
+  LUMINAL_CHECK(spatial >= 1 && conv.padding.size() == spatial && conv.dilation.size() == spatial &&
+                    x.rank() == spatial + 2 && w.rank() == spatial + 2 && node.rank() == spatial + 2 &&
+                    node.reduce_extents.size() == spatial + 1 && conv.groups >= 1,
+                where(), "convolution ranks: ", node_signature(x), " * ", node_signature(w), " -> ",
+                node_signature(node), " over ", spatial, " spatial dims");
+  LUMINAL_CHECK(is_floating(x.dtype) && x.dtype == w.dtype && node.dtype == float_compute_dtype(x.dtype), where(),
+                "convolution dtypes: ", node_signature(x), " * ", node_signature(w), " -> ", node_signature(node));
+  for (size_t k = 0; k < spatial; ++k) {
+    LUMINAL_CHECK(conv.stride[k] >= 1 && conv.dilation[k] >= 1 && conv.padding[k] >= 0, where(),
+                  "convolution stride, dilation and padding of spatial dim ", k);
+  }
+}
+
 }  // namespace
 
 void Graph::verify() const {
@@ -308,6 +342,7 @@ void Graph::verify() const {
         BodyVerifier verifier(*this, node);
         verifier.check(node.body);
         if (node.contraction != Contraction::None) verify_grouped_rows(*this, node);
+        if (node.convolution) verify_convolution(*this, node);
         if (node.kind == NodeKind::Reduce) {
           LUMINAL_CHECK(!node.reduce_extents.empty(), where(), "reduce without reduction extents");
           for (const Expr& extent : node.reduce_extents) {
@@ -382,6 +417,7 @@ std::string Graph::to_string() const {
         if (n.epilogue == MatMulEpilogue::BiasGeluTanh) out << " + bias, gelu_tanh";
         if (n.contraction == Contraction::GroupedRows) out << "  [grouped-rows matmul]";
         if (n.contraction == Contraction::GroupedRowsTransposedB) out << "  [grouped-rows matmul, b transposed]";
+        if (n.convolution) out << "  [convolution " << convolution_to_string(*n.convolution) << "]";
         break;
       }
       case NodeKind::Scatter: {

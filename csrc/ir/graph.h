@@ -39,6 +39,20 @@ enum class MatMulEpilogue : uint8_t { None, Bias, BiasRelu, BiasGeluTanh };
 //   GroupedRowsTransposedB: the same with b stored as [G, N, K] (a transposed weight, read in place).
 enum class Contraction : uint8_t { None, GroupedRows, GroupedRowsTransposedB };
 
+// A reduce node that is a convolution (the frontend's aten.convolution): its body still defines
+// every element (the CPU interpreter and the generated CUDA kernel evaluate it); a library (cuDNN)
+// may compute it instead from these parameters. Inputs {x [N, C, spatial...], w [K, C / groups,
+// kernel...]}, out [N, K, spatial...] in float_compute_dtype of x's dtype, cross-correlation:
+//   out[n, k, o...] = sum over (c, r...) of x[n, g * C/groups + c, o * stride + r * dilation - padding]
+//                     * w[k, c, r...]   (g = k / (K / groups); positions outside x read 0)
+// `body` is the body the frontend built: passes leave the node whole, and verify() checks that the
+// node's body is still that one, so a library never computes something the body no longer says.
+struct Convolution {
+  std::vector<int64_t> stride, padding, dilation;  // one per spatial dim
+  int64_t groups = 1;
+  Expr body;
+};
+
 const char* node_kind_name(NodeKind kind);
 // The dtype a scatter's accumulated values have: f32 for f16/bf16 (rounded once after the add), i64
 // for integer and bool types (wrapping, or a logical or for bool), the dtype itself otherwise.
@@ -68,6 +82,7 @@ struct Node {
   Expr body;                          // Pointwise, Reduce
   ReduceOp reduce_op = ReduceOp::Sum;  // Reduce
   std::vector<Expr> reduce_extents;   // Reduce: one per ReduceVar; may use LoopVars and Loads
+  std::shared_ptr<const Convolution> convolution;  // Reduce: a convolution a library may compute
 
   // Input
   std::string name;

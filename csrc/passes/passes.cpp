@@ -216,6 +216,7 @@ void inline_pointwise(Graph& graph, const OptimizeOptions& options) {
     Node& consumer = graph.node(id);
     if (consumer.kind != NodeKind::Pointwise && consumer.kind != NodeKind::Reduce) continue;
     if (consumer.contraction != ir::Contraction::None) continue;  // its kernel reads its operands as they are
+    if (consumer.convolution) continue;  // a library may compute it from its operands as they are
     bool changed = false;
     for (size_t slot = 0; slot < consumer.inputs.size(); ++slot) {
       const Node& producer = graph.node(consumer.inputs[slot]);
@@ -462,6 +463,7 @@ void inline_reductions(Graph& graph, const OptimizeOptions& options) {
     for (size_t slot = 0; slot < consumer.inputs.size(); ++slot) {
       const Node& producer = graph.node(consumer.inputs[slot]);
       if (producer.kind != NodeKind::Reduce || uses[producer.id] != 1) continue;
+      if (producer.convolution) continue;  // stays a node a library may compute
       if (ir::is_shape_expr(producer.reduce_extents[0])) {
         const auto length = ir::as_int_const(ir::simplify(ir::product(producer.reduce_extents), {}));
         if (!length || *length > options.max_inlined_reduction) continue;

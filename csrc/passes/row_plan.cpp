@@ -161,6 +161,7 @@ Node reduce_as_pointwise(const Node& reduce) {
   out.kind = NodeKind::Pointwise;
   out.body = value;
   out.reduce_extents.clear();
+  out.convolution = nullptr;  // a fold in the row kernel, no longer a node a library computes
   return out;
 }
 

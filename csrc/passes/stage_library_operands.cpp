@@ -43,6 +43,10 @@ bool broadcasts_a_matrix_dim(const ir::Graph& g, NodeId operand) {
   return false;
 }
 
+// Nodes a library may compute (captured into the CUDA graph with fixed addresses): matmuls and
+// convolutions.
+bool is_library_node(const Node& node) { return node.kind == NodeKind::MatMul || node.convolution != nullptr; }
+
 }  // namespace
 
 StagedGraph stage_library_operands(const ir::Graph& in) {
@@ -62,26 +66,26 @@ StagedGraph stage_library_operands(const ir::Graph& in) {
   for (const Node& node : in.nodes()) {
     Node copy = node;
     for (NodeId& input : copy.inputs) input = remap[input];
-    if (node.kind == NodeKind::MatMul) {
+    if (is_library_node(node)) {
       for (NodeId& operand : copy.inputs) {
         const NodeId base_id = affine_view_base(out, operand);
         const Node& base = out.node(base_id);
         if ((base.kind == NodeKind::Input && base.role == ir::InputRole::User) || written_by_caller[base_id] ||
             broadcasts_a_matrix_dim(out, operand)) {
           const Node& source = out.node(operand);
-          operand = out.add(identity_copy(source, operand, str_cat("stage matmul operand of ", node.origin)));
+          operand = out.add(identity_copy(source, operand, str_cat("stage library operand of ", node.origin)));
           written_by_caller.push_back(false);
           ++copies;
         }
       }
     }
     remap[node.id] = out.add(std::move(copy));
-    // A matmul output is redirected to the arena below; any other output is the caller's memory.
-    written_by_caller.push_back(is_output[node.id] && node.kind != NodeKind::MatMul);
+    // A library call's output is redirected to the arena below; any other output is the caller's memory.
+    written_by_caller.push_back(is_output[node.id] && !is_library_node(node));
     if (node.kind == NodeKind::Input) out.inputs[node.input_position] = remap[node.id];
-    if (node.kind == NodeKind::MatMul && is_output[node.id]) {
+    if (is_library_node(node) && is_output[node.id]) {
       output_copy[node.id] = out.add(identity_copy(out.node(remap[node.id]), remap[node.id],
-                                                   str_cat("copy out matmul output of ", node.origin)));
+                                                   str_cat("copy out library output of ", node.origin)));
       written_by_caller.push_back(true);
       ++copies;
     }

@@ -51,7 +51,7 @@ Plan plan_steps(const ir::Graph& graph, bool stable_library_operands) {
             !(stable_library_operands && is_per_call_memory(graph, passes::affine_view_base(graph, node.id), is_output))) {
           plan.views.push_back(node.id);
         } else {
-          plan.steps.push_back(Step{StepKind::Kernel, node.id});
+          plan.steps.push_back(Step{node.convolution ? StepKind::Convolution : StepKind::Kernel, node.id});
         }
         break;
     }
@@ -104,7 +104,8 @@ void schedule_kernels(Plan& plan, const ir::Graph& graph) {
         step.schedule = choose_schedule(node, operands);
         break;
       }
-      case StepKind::Kernel: step.schedule = choose_schedule(node, kernel_operands(graph, node)); break;
+      case StepKind::Kernel:
+      case StepKind::Convolution: step.schedule = choose_schedule(node, kernel_operands(graph, node)); break;
     }
   }
 }

@@ -21,6 +21,8 @@ enum class StepKind {
   Scatter,        // the base is copied into the output (unless they share memory), then scattered into
   LibraryMatmul,  // a matmul by the library (cuBLASLt; the CPU's reference GEMM)
   RowKernel,      // the whole row-local graph as one kernel (node: its first tensor output)
+  Convolution,    // a convolution (ir::Convolution): the library's (cuDNN) or the generated kernel of
+                  // its body, whichever measures faster on the device; the CPU runs the body
 };
 
 struct Step {

@@ -105,6 +105,16 @@ const CublasLtApi& cublaslt() {
                                 });
 }
 
+#if LUMINAL_HAVE_CUDNN
+const CudnnApi& cudnn() {
+  // libcudnn.so.9 is a small dispatcher that loads its engine libraries from its own directory.
+  return load_once<CudnnApi>("cuDNN (libcudnn)", {"libcudnn.so.9", "libcudnn.so"},
+                             [](void* handle, CudnnApi& api, std::string& missing) {
+                               LUMINAL_CUDNN_FUNCTIONS(LUMINAL_RESOLVE)
+                             });
+}
+#endif
+
 bool device_available() {
   try {
     const DriverApi& api = driver();
@@ -143,5 +153,17 @@ void check(cublasStatus_t status, const char* call) {
   if (status == CUBLAS_STATUS_SUCCESS) return;
   fail("cuBLASLt error ", static_cast<int>(status), " in ", call);
 }
+
+#if LUMINAL_HAVE_CUDNN
+void check(cudnnStatus_t status, const char* call) {
+  if (status == CUDNN_STATUS_SUCCESS) return;
+  const char* text = nullptr;
+  try {
+    text = cudnn().cudnnGetErrorString(status);
+  } catch (const Error&) {
+  }
+  fail("cuDNN error ", static_cast<int>(status), " (", text ? text : "unknown", ") in ", call);
+}
+#endif
 
 }  // namespace luminal::cuda

@@ -1,4 +1,4 @@
-// The CUDA driver API, NVRTC and cuBLASLt, loaded at run time with dlopen.
+// The CUDA driver API, NVRTC, cuBLASLt and cuDNN, loaded at run time with dlopen.
 //
 // Nothing links against CUDA: the package imports and runs on machines without a GPU, a driver
 // or the toolkit. Libraries that torch already loaded are preferred (RTLD_NOLOAD), then the
@@ -12,6 +12,15 @@
 #include <cublasLt.h>
 #include <cuda.h>
 #include <nvrtc.h>
+
+// cuDNN's backend (graph) API, where its headers were found at build time (the toolkit's include
+// directory or the nvidia-cudnn wheel torch depends on); without them convolutions are generated.
+#if __has_include(<cudnn_graph.h>)
+#include <cudnn_graph.h>
+#define LUMINAL_HAVE_CUDNN 1
+#else
+#define LUMINAL_HAVE_CUDNN 0
+#endif
 
 namespace luminal::cuda {
 
@@ -92,6 +101,19 @@ void add_library_dirs(const std::vector<std::string>& dirs);
   X(cublasLtMatmulAlgoGetHeuristic)       \
   X(cublasLtMatmul)
 
+#define LUMINAL_CUDNN_FUNCTIONS(X) \
+  X(cudnnGetVersion)               \
+  X(cudnnGetErrorString)           \
+  X(cudnnCreate)                   \
+  X(cudnnDestroy)                  \
+  X(cudnnSetStream)                \
+  X(cudnnBackendCreateDescriptor)  \
+  X(cudnnBackendDestroyDescriptor) \
+  X(cudnnBackendFinalize)          \
+  X(cudnnBackendSetAttribute)      \
+  X(cudnnBackendGetAttribute)      \
+  X(cudnnBackendExecute)
+
 #define LUMINAL_DECLARE_POINTER(name) decltype(&::name) name = nullptr;
 
 struct DriverApi {
@@ -104,12 +126,21 @@ struct CublasLtApi {
   LUMINAL_CUBLASLT_FUNCTIONS(LUMINAL_DECLARE_POINTER)
 };
 
+#if LUMINAL_HAVE_CUDNN
+struct CudnnApi {
+  LUMINAL_CUDNN_FUNCTIONS(LUMINAL_DECLARE_POINTER)
+};
+#endif
+
 #undef LUMINAL_DECLARE_POINTER
 
 // Each raises luminal::Error saying what is missing when the library cannot be loaded.
 const DriverApi& driver();
 const NvrtcApi& nvrtc();
 const CublasLtApi& cublaslt();
+#if LUMINAL_HAVE_CUDNN
+const CudnnApi& cudnn();
+#endif
 
 // True when the driver loads and reports at least one device (never raises).
 bool device_available();
@@ -118,6 +149,9 @@ bool device_available();
 void check(CUresult result, const char* call);
 void check(nvrtcResult result, const char* call);
 void check(cublasStatus_t status, const char* call);
+#if LUMINAL_HAVE_CUDNN
+void check(cudnnStatus_t status, const char* call);
+#endif
 
 }  // namespace luminal::cuda
 

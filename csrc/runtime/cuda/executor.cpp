@@ -101,7 +101,7 @@ Instance& Executor::instance_for(const SymbolValues& symbols, const CallContext&
   // Most calls repeat the previous one's key: search from the most recently used.
   for (auto it = instances_.rbegin(); it != instances_.rend(); ++it) {
     const InstanceKey& key = it->first;
-    if (key.stream != context.stream || key.allow_tf32 != context.allow_tf32 || key.symbols != symbols) continue;
+    if (!(key == InstanceKey{context.stream, context.allow_tf32, context.allow_tf32_convolution, symbols})) continue;
     // Library calls captured the parameters' addresses: a parameter that moved needs a rebuild.
     bool moved = false;
     for (const auto& [position, pointer] : it->second->parameter_pointers) {
@@ -123,7 +123,9 @@ Instance& Executor::instance_for(const SymbolValues& symbols, const CallContext&
   auto built = build_instance(*program_, *device_, symbols, context, inputs, stats_.host_syncs);
   ++stats_.instances;
   ++stats_.graph_builds;
-  instances_.emplace_back(InstanceKey{context.stream, context.allow_tf32, symbols}, std::move(built));
+  stats_.choices = built->choices;
+  instances_.emplace_back(InstanceKey{context.stream, context.allow_tf32, context.allow_tf32_convolution, symbols},
+                          std::move(built));
   return *instances_.back().second;
 }
 
@@ -181,6 +183,7 @@ void Executor::load_module(const CallContext& context) {
     state->functions.push_back(f);
   }
   LUMINAL_CU(api.cuModuleGetFunction(&state->export_errors, state->module, kExportErrorsKernelName));
+  LUMINAL_CU(api.cuModuleGetFunction(&state->widen_half, state->module, kWidenHalfKernelName));
   LUMINAL_CU(api.cuStreamCreate(&state->capture_stream, CU_STREAM_NON_BLOCKING));
   // Constants are uploaded once (synchronously, at first use).
   // Views of one storage (aliased weights) share one upload.
@@ -260,7 +263,7 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
   LUMINAL_CU(api.cuEventRecord(instance.done, stream));
   instance.launched = true;
   ++stats_.calls;
-  stats_.library_calls = instance.matmuls.size();
+  stats_.library_calls = instance.matmuls.size() + instance.convolutions.size();
   stats_.graph_nodes = instance.graph_nodes;
   stats_.bytes_per_call = instance.bytes_per_call;
   if (config()->sync_check) raise_pending_errors(instance, /*wait=*/true);
@@ -289,7 +292,7 @@ void Executor::run_steps_one_by_one(Instance& instance, void* raw_stream) {
     }
   };
   try {
-    size_t launch_index = 0, matmul_index = 0;
+    size_t launch_index = 0, matmul_index = 0, conv_index = 0;
     for (size_t s = 0; s < steps.size(); ++s) {
       const schedule::Step& step = steps[s];
       const Node& node = graph.node(step.node);
@@ -311,6 +314,12 @@ void Executor::run_steps_one_by_one(Instance& instance, void* raw_stream) {
           instance.matmuls[matmul_index++]->run(reinterpret_cast<void*>(instance.buffers[node.id].ptr),
                                                 instance.workspace, stream);
         });
+        continue;
+      }
+      if (conv_index < instance.convolutions.size() && instance.convolutions[conv_index].step == s) {
+        const Instance::LibraryConvolution& call = instance.convolutions[conv_index++];
+        timed_step(call.library->chosen_name(),
+                   [&] { run_library_convolution(instance, call, node, *device_, static_cast<CUstream>(stream)); });
         continue;
       }
       for (; launch_index < instance.launches.size() && instance.launches[launch_index].step == s; ++launch_index) {

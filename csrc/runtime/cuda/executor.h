@@ -40,13 +40,14 @@ class DeviceAllocator {
 struct CallContext {
   void* stream = nullptr;  // CUstream; nullptr is the legacy default stream
   int device = 0;
-  bool allow_tf32 = false;
+  bool allow_tf32 = false;              // matmuls (torch.backends.cuda.matmul.allow_tf32)
+  bool allow_tf32_convolution = false;  // convolutions (torch.backends.cudnn.allow_tf32)
   DeviceAllocator* allocator = nullptr;
 };
 
 struct Stats {
   size_t kernels = 0;            // generated kernels in the module
-  size_t library_calls = 0;      // cuBLASLt matmuls per call
+  size_t library_calls = 0;      // cuBLASLt matmuls and cuDNN convolutions per call (last instance)
   size_t graph_nodes = 0;        // nodes of the replayed CUDA graph (last instance)
   size_t launches_per_call = 1;  // graph launches per call
   size_t staging_copies = 0;     // copies added so that library calls see stable memory
@@ -57,6 +58,7 @@ struct Stats {
   size_t calls = 0;
   size_t host_syncs = 0;         // waits for the GPU (instance builds, error checks that must wait), cumulative
   bool megakernel = false;       // the whole graph runs as one row kernel
+  std::vector<std::string> choices;  // the last instance's choices between measured alternatives
   size_t scatter_copy_bytes = 0;  // bytes of scatter bases the last call copied (in-place scatters copy none)
 };
 
@@ -92,10 +94,11 @@ class Executor {
 
   struct InstanceKey {
     void* stream = nullptr;
-    bool allow_tf32 = false;
+    bool allow_tf32 = false, allow_tf32_convolution = false;
     SymbolValues symbols;
     bool operator==(const InstanceKey& other) const {
-      return stream == other.stream && allow_tf32 == other.allow_tf32 && symbols == other.symbols;
+      return stream == other.stream && allow_tf32 == other.allow_tf32 &&
+             allow_tf32_convolution == other.allow_tf32_convolution && symbols == other.symbols;
     }
   };
 

@@ -1,9 +1,11 @@
 #include "runtime/cuda/instance.h"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 
 #include "common/checked.h"
+#include "common/config.h"
 #include "common/error.h"
 #include "ir/simplify.h"
 #include "passes/passes.h"
@@ -48,6 +50,13 @@ cuda::MatmulEpilogue epilogue_of(const Node& node, const std::vector<Buffer>& bu
   epilogue.relu = node.epilogue == ir::MatMulEpilogue::BiasRelu;
   epilogue.gelu_tanh = node.epilogue == ir::MatMulEpilogue::BiasGeluTanh;
   return epilogue;
+}
+
+// The largest power of two (up to the arena's alignment) that divides the address.
+int alignment_of(CUdeviceptr address) {
+  int alignment = 1;
+  while (alignment < static_cast<int>(kArenaAlignment) && address % (alignment * 2) == 0) alignment *= 2;
+  return alignment;
 }
 
 cuda::MatrixOperand matrix_of(const Buffer& b, size_t rank) {
@@ -113,7 +122,7 @@ class InstanceBuilder {
     evaluate_shapes();
     arena_ = layout_arena(buffers_, node_bytes_, "the CUDA arena of intermediates");
     bind_buffers();
-    const size_t workspace = plan_library_calls();
+    const size_t workspace = std::max(plan_library_calls(), plan_convolutions());
     allocate_arena(workspace);
     prepare_error_record();
     for (size_t s = 0; s < steps().size(); ++s) {
@@ -124,6 +133,7 @@ class InstanceBuilder {
       if (kernels.copy_kernel >= 0 && buffers_.memory_of[step.node] == step.node) add_launch(s, kernels.copy_kernel);
       add_launch(s, kernels.kernel);
     }
+    choose_convolutions();
     create_library_calls();
     record_graph();
     return std::move(instance_);
@@ -235,6 +245,206 @@ class InstanceBuilder {
       workspace = std::max(workspace, make_matmul(g_.node(steps()[s].node))->workspace_bytes());
     }
     return workspace;
+  }
+
+  // The node in words for the record of choices: "%12 convolution (conv2d_3 (aten.convolution...))".
+  std::string describe_step(const Node& node) const { return str_cat("%", node.id, " ", node.origin); }
+
+  // cuDNN's terms for a convolution step, or nullopt (and why not) when cuDNN cannot be given it.
+  std::optional<cuda::ConvolutionProblem> convolution_problem(const Node& node, std::string& why_not) const {
+    const ir::Convolution& conv = *node.convolution;
+    const NodeId x = node.inputs[0], w = node.inputs[1];
+    for (const NodeId id : {x, w, node.id}) {
+      const Placement where = placement(id);
+      if (where != Placement::Input && where != Placement::Constant && where != Placement::Arena) {
+        why_not = str_cat("%", id, " is not in memory of a fixed address");
+        return std::nullopt;
+      }
+    }
+    const Buffer &bx = in_.buffers[x], &bw = in_.buffers[w], &by = in_.buffers[node.id];
+    const int64_t groups = conv.groups;
+    if (bx.sizes[1] != bw.sizes[1] * groups || bw.sizes[0] % groups != 0) {
+      why_not = str_cat(bx.sizes[1], " input channels do not match a weight of ", bw.sizes[1], " channels in ", groups,
+                        " groups");
+      return std::nullopt;
+    }
+    cuda::ConvolutionProblem p;
+    p.dtype = g_.node(x).dtype;
+    p.out_dtype = node.dtype;
+    p.x_sizes = bx.sizes, p.x_strides = bx.strides, p.w_sizes = bw.sizes, p.w_strides = bw.strides;
+    p.y_sizes = by.sizes, p.y_strides = by.strides;
+    p.stride = conv.stride, p.padding = conv.padding, p.dilation = conv.dilation;
+    if (conv.stride.size() == 1) {  // cuDNN's convolutions are 2-D or 3-D: a unit height above the width
+      const auto add_height = [](std::vector<int64_t>& sizes, std::vector<int64_t>& strides) {
+        strides.insert(strides.begin() + 2, strides[2] * std::max<int64_t>(sizes[2], 1));
+        sizes.insert(sizes.begin() + 2, 1);
+      };
+      add_height(p.x_sizes, p.x_strides), add_height(p.w_sizes, p.w_strides), add_height(p.y_sizes, p.y_strides);
+      p.stride.insert(p.stride.begin(), 1), p.padding.insert(p.padding.begin(), 0);
+      p.dilation.insert(p.dilation.begin(), 1);
+    }
+    // Graph inputs and constants have their addresses now; the arena will be 256-byte aligned.
+    p.alignment = static_cast<int>(kArenaAlignment);
+    for (const NodeId id : {x, w}) {
+      if (placement(id) != Placement::Arena) p.alignment = std::min(p.alignment, alignment_of(in_.buffers[id].ptr));
+    }
+    p.allow_tf32 = context_.allow_tf32_convolution;
+    return p;
+  }
+
+  // cuDNN plans for the convolution steps it takes (unless LUMINAL_CONVOLUTION=generated). Returns
+  // the workspace they need. A convolution cuDNN declines runs its generated kernel.
+  size_t plan_convolutions() {
+    const std::shared_ptr<const Config> settings = config();
+    size_t workspace = 0;
+    for (size_t s = 0; s < steps().size(); ++s) {
+      if (steps()[s].kind != StepKind::Convolution) continue;
+      const Node& node = g_.node(steps()[s].node);
+      if (settings->convolution == ConvolutionChoice::Generated) {
+        in_.choices.push_back(str_cat(describe_step(node), ": generated kernel (LUMINAL_CONVOLUTION=generated)"));
+        continue;
+      }
+      std::string why_not;
+      const std::optional<cuda::ConvolutionProblem> problem = convolution_problem(node, why_not);
+      if (!problem) {
+        in_.choices.push_back(str_cat(describe_step(node), ": generated kernel (not for cuDNN: ", why_not, ")"));
+        continue;
+      }
+      try {
+        Instance::LibraryConvolution call = library_convolution(*problem, settings->search);
+        call.step = s;
+        size_t need = call.library->workspace_bytes();
+        if (call.widen) {
+          call.narrow_offset = align_to_arena(need, "the convolution workspace");
+          need = checked_add(call.narrow_offset, node_bytes_[node.id] / 2, "the convolution workspace");
+        }
+        workspace = std::max(workspace, need);
+        in_.convolutions.push_back(std::move(call));
+      } catch (const Error& error) {
+        const std::string reason = error.what();
+        in_.choices.push_back(str_cat(describe_step(node), ": generated kernel (cuDNN declined: ",
+                                      reason.substr(0, reason.find('\n')), ")"));
+      }
+    }
+    return workspace;
+  }
+
+  // cuDNN's plans for `problem`; for half-precision inputs, when no engine writes the float32
+  // output, plans writing the input's dtype (widened after). Raises the first refusal otherwise.
+  static Instance::LibraryConvolution library_convolution(const cuda::ConvolutionProblem& problem, bool search) {
+    constexpr size_t kCandidates = 8;
+    const size_t candidates = search ? kCandidates : 1;
+    try {
+      return Instance::LibraryConvolution{0, std::make_unique<cuda::CudnnConvolution>(problem, candidates)};
+    } catch (const Error&) {
+      if (problem.dtype != DType::F16 && problem.dtype != DType::BF16) throw;
+      cuda::ConvolutionProblem narrow = problem;
+      narrow.out_dtype = problem.dtype;
+      try {
+        Instance::LibraryConvolution call{0, std::make_unique<cuda::CudnnConvolution>(narrow, candidates)};
+        call.widen = true;
+        return call;
+      } catch (const Error&) {
+      }
+      throw;
+    }
+  }
+
+  // Milliseconds per run of step `s`'s generated kernels on the instance's buffers (a warm-up, then
+  // 3 runs), or nullopt when a launch needs the caller's output pointers, unknown until a call.
+  std::optional<float> time_generated(size_t s) {
+    const cuda::DriverApi& api = cuda::driver();
+    std::vector<std::pair<const Instance::Launch*, std::vector<uint64_t>>> runs;
+    for (const Instance::Launch& launch : in_.launches) {
+      if (launch.step != s) continue;
+      std::vector<uint64_t> fields = launch.fields;
+      for (const ExternalParam& e : launch.externals) {
+        if (e.kind == ExternalParam::Kind::OutputPointer) return std::nullopt;
+        fields[e.field] = external_value(e, inputs_, {});
+      }
+      runs.emplace_back(&launch, std::move(fields));
+    }
+    if (runs.empty()) return std::nullopt;
+    const CUstream stream = static_cast<CUstream>(context_.stream);
+    const auto run_all = [&] {
+      for (auto& [launch, fields] : runs) {
+        void* args[] = {fields.data()};
+        const CUDA_KERNEL_NODE_PARAMS p =
+            kernel_node(device_.functions[launch->kernel], program_.kernels[launch->kernel], launch->grid, args);
+        LUMINAL_CU(api.cuLaunchKernel(p.func, p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY,
+                                      p.blockDimZ, 0, stream, p.kernelParams, nullptr));
+      }
+    };
+    CUevent start = nullptr, end = nullptr;
+    LUMINAL_CU(api.cuEventCreate(&start, CU_EVENT_DEFAULT));
+    LUMINAL_CU(api.cuEventCreate(&end, CU_EVENT_DEFAULT));
+    float ms = 0;
+    try {
+      run_all();
+      LUMINAL_CU(api.cuEventRecord(start, stream));
+      for (int repeat = 0; repeat < 3; ++repeat) run_all();
+      LUMINAL_CU(api.cuEventRecord(end, stream));
+      ++host_syncs_;
+      LUMINAL_CU(api.cuEventSynchronize(end));
+      LUMINAL_CU(api.cuEventElapsedTime(&ms, start, end));
+    } catch (...) {
+      api.cuEventDestroy(start);
+      api.cuEventDestroy(end);
+      throw;
+    }
+    api.cuEventDestroy(start);
+    api.cuEventDestroy(end);
+    return ms / 3;
+  }
+
+  // Keeps cuDNN or the generated kernel for each convolution cuDNN took: the faster as measured on
+  // this device with this call's shapes (LUMINAL_SEARCH=0: cuDNN by rule; LUMINAL_CONVOLUTION=cudnn:
+  // cuDNN). The runs write only the step's own output and the workspace, before any call.
+  void choose_convolutions() {
+    const std::shared_ptr<const Config> settings = config();
+    const CUstream stream = static_cast<CUstream>(context_.stream);
+    std::vector<Instance::LibraryConvolution> kept;
+    for (Instance::LibraryConvolution& call : in_.convolutions) {
+      const Node& node = g_.node(steps()[call.step].node);
+      const Buffer &x = in_.buffers[node.inputs[0]], &w = in_.buffers[node.inputs[1]], &y = in_.buffers[node.id];
+      const int alignment = std::min({alignment_of(x.ptr), alignment_of(w.ptr), alignment_of(y.ptr)});
+      if (alignment < call.library->problem().alignment || product(y.sizes) == 0) continue;
+      void* const out = call.widen ? static_cast<char*>(in_.workspace) + call.narrow_offset : reinterpret_cast<void*>(y.ptr);
+      const auto run_library = [&] {
+        return call.library->select_fastest(reinterpret_cast<const void*>(x.ptr), reinterpret_cast<const void*>(w.ptr),
+                                            out, in_.workspace, stream, host_syncs_);
+      };
+      bool use_library = true;
+      std::string times;
+      if (settings->search) {
+        const float library_ms = run_library();
+        times = str_cat(call.library->chosen_name(), " ", library_ms, " ms");
+        if (settings->convolution == ConvolutionChoice::Measured) {
+          if (const std::optional<float> generated_ms = time_generated(call.step)) {
+            use_library = library_ms <= *generated_ms;
+            times += str_cat(", generated kernel ", *generated_ms, " ms");
+          }
+        }
+      } else {
+        times = str_cat(call.library->chosen_name(), ", by rule");
+      }
+      in_.choices.push_back(str_cat(describe_step(node), ": ", use_library ? "cuDNN" : "generated kernel", " (",
+                                    times, call.widen ? ", cuDNN writes the input's dtype, widened after" : "", ")"));
+      if (!use_library) continue;
+      in_.launches.erase(std::remove_if(in_.launches.begin(), in_.launches.end(),
+                                        [&](const Instance::Launch& launch) { return launch.step == call.step; }),
+                         in_.launches.end());
+      for (const NodeId operand : node.inputs) {
+        if (placement(operand) == Placement::Input) {
+          in_.parameter_pointers.emplace_back(g_.node(operand).input_position, in_.buffers[operand].ptr);
+        }
+      }
+      kept.push_back(std::move(call));
+    }
+    in_.convolutions = std::move(kept);
+    // The timing runs read intermediates no step has written yet: a check they tripped is no error.
+    LUMINAL_CU(cuda::driver().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(in_.error_record.get()), 0,
+                                              4 * sizeof(int64_t), stream));
   }
 
   // Arena: intermediates by liveness, then the library workspace (live throughout).
@@ -396,14 +606,15 @@ class InstanceBuilder {
     ++in_.graph_nodes;
   }
 
-  // Captures the library call into a child graph.
-  void record_matmul(size_t matmul_index, const Node& node) {
+  // Captures a library call (`run` enqueues it on the stream it is given) into a child graph.
+  template <typename Run>
+  void record_library_call(const Run& run) {
     const cuda::DriverApi& api = cuda::driver();
     const CUstream capture = device_.capture_stream;
     CUgraph child = nullptr;
     LUMINAL_CU(api.cuStreamBeginCapture(capture, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
     try {
-      in_.matmuls[matmul_index]->run(reinterpret_cast<void*>(in_.buffers[node.id].ptr), in_.workspace, capture);
+      run(capture);
     } catch (...) {
       api.cuStreamEndCapture(capture, &child);
       if (child) api.cuGraphDestroy(child);
@@ -437,13 +648,23 @@ class InstanceBuilder {
   void record_graph() {
     const cuda::DriverApi& api = cuda::driver();
     LUMINAL_CU(api.cuGraphCreate(&in_.graph, 0));
-    size_t launch_index = 0, matmul_index = 0;
+    size_t launch_index = 0, matmul_index = 0, conv_index = 0;
     for (size_t s = 0; s < steps().size(); ++s) {
       const schedule::Step& step = steps()[s];
       if (step.kind == StepKind::LibraryMatmul) {
         const Node& node = g_.node(step.node);
-        if (product(in_.buffers[node.id].sizes) != 0) record_matmul(matmul_index, node);
+        if (product(in_.buffers[node.id].sizes) != 0) {
+          record_library_call([&](CUstream stream) {
+            in_.matmuls[matmul_index]->run(reinterpret_cast<void*>(in_.buffers[node.id].ptr), in_.workspace, stream);
+          });
+        }
         ++matmul_index;
+        continue;
+      }
+      if (conv_index < in_.convolutions.size() && in_.convolutions[conv_index].step == s) {
+        const Node& node = g_.node(step.node);
+        const Instance::LibraryConvolution& call = in_.convolutions[conv_index++];
+        record_library_call([&](CUstream stream) { run_library_convolution(in_, call, node, device_, stream); });
         continue;
       }
       for (; launch_index < in_.launches.size() && in_.launches[launch_index].step == s; ++launch_index) {
@@ -477,6 +698,26 @@ class InstanceBuilder {
 };
 
 }  // namespace
+
+void run_library_convolution(const Instance& instance, const Instance::LibraryConvolution& call, const ir::Node& node,
+                             const DeviceState& device, CUstream stream) {
+  const Buffer& y = instance.buffers[node.id];
+  char* const workspace = static_cast<char*>(instance.workspace);
+  void* const out = call.widen ? workspace + call.narrow_offset : reinterpret_cast<void*>(y.ptr);
+  call.library->run(reinterpret_cast<const void*>(instance.buffers[node.inputs[0]].ptr),
+                    reinterpret_cast<const void*>(instance.buffers[node.inputs[1]].ptr), out, instance.workspace,
+                    stream);
+  if (!call.widen) return;
+  const int64_t n = product(y.sizes);
+  int bf16 = call.library->problem().dtype == DType::BF16 ? 1 : 0;
+  void* in_pointer = out;
+  void* out_pointer = reinterpret_cast<void*>(y.ptr);
+  int64_t count = n;
+  void* args[] = {&in_pointer, &out_pointer, &count, &bf16};
+  constexpr int64_t kBlock = 256;
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>((n + kBlock - 1) / kBlock, 65535 * 8));
+  LUMINAL_CU(cuda::driver().cuLaunchKernel(device.widen_half, grid, 1, 1, kBlock, 1, 1, 0, stream, args, nullptr));
+}
 
 std::unique_ptr<Instance> build_instance(const CudaProgram& program, const DeviceState& device,
                                          const SymbolValues& symbols, const CallContext& context,

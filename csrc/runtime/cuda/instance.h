@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "runtime/cuda/api.h"
 #include "runtime/cuda/cublaslt.h"
+#include "runtime/cuda/cudnn_conv.h"
 #include "runtime/cuda/executor.h"
 #include "runtime/cuda/program.h"
 #include "runtime/symbols.h"
@@ -32,6 +33,7 @@ struct DeviceState {
   CUmodule module = nullptr;
   std::vector<CUfunction> functions;  // per kernel
   CUfunction export_errors = nullptr;
+  CUfunction widen_half = nullptr;
   CUstream capture_stream = nullptr;
   std::vector<std::shared_ptr<void>> constants;  // per node id (Constant nodes only)
 
@@ -103,6 +105,18 @@ struct Instance {
   bool launched = false;
   std::vector<Buffer> buffers;  // per node
   std::vector<std::unique_ptr<cuda::Matmul>> matmuls;
+  // The convolution steps cuDNN computes (the others run their generated kernel).
+  struct LibraryConvolution {
+    size_t step = 0;
+    std::unique_ptr<cuda::CudnnConvolution> library;
+    // Half-precision inputs whose float32 output no cuDNN engine writes: cuDNN writes the input's
+    // dtype at `narrow_offset` bytes into the workspace, then lm_widen_half fills the node.
+    bool widen = false;
+    size_t narrow_offset = 0;
+  };
+  std::vector<LibraryConvolution> convolutions;
+  // Each measured or forced choice between alternatives, with their times (stats, explain).
+  std::vector<std::string> choices;
 
   struct Launch {
     size_t step = 0;
@@ -134,6 +148,10 @@ struct Instance {
     }
   }
 };
+
+// Enqueues a convolution cuDNN computes (and its widening) on `stream`.
+void run_library_convolution(const Instance& instance, const Instance::LibraryConvolution& call, const ir::Node& node,
+                             const DeviceState& device, CUstream stream);
 
 // Instantiates `program` on the device `device` loaded it on. Adds the host synchronizations it
 // needed (cuBLASLt algorithm timing) to `host_syncs`.
