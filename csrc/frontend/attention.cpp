@@ -140,21 +140,13 @@ void translate_attention(Context& ctx, const pt2::Node& node, const AttentionArg
   }
   LUMINAL_CHECK(std::isfinite(scale), "attention scale ", scale, " is not finite");
 
-  std::vector<NodeId> inputs{q, k, v};
+  std::optional<NodeId> mask;
   if (args.mask_name) {
-    if (const auto mask = ctx.optional_tensor(node, args.mask_name)) {
-      inputs.push_back(attention_mask(b, *mask, {qs[0], qs[1], qs[2], b.shape(k)[2]}));
+    if (const auto given = ctx.optional_tensor(node, args.mask_name)) {
+      mask = attention_mask(b, *given, {qs[0], qs[1], qs[2], b.shape(k)[2]});
     }
   }
-  ir::Node out;
-  out.kind = ir::NodeKind::Attention;
-  out.dtype = dtype;
-  out.shape = {qs[0], qs[1], qs[2], b.shape(v)[3]};
-  out.inputs = std::move(inputs);
-  out.attention_scale = scale;
-  out.attention_causal = ctx.bool_arg(node, "is_causal", false);
-  out.origin = b.origin();
-  ctx.set_output(node, 0, b.graph().add(std::move(out)));
+  ctx.set_output(node, 0, b.attention(q, k, v, mask, scale, ctx.bool_arg(node, "is_causal", false)));
 }
 
 }  // namespace
