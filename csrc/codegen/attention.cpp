@@ -8,6 +8,8 @@
 namespace luminal::embedded {
 // attention.cuh, embedded at build time (cmake/embed_text.cmake).
 extern const char kAttentionTemplate[];
+// attention_mma.cuh: the tensor-core variant (f16/bf16).
+extern const char kAttentionMmaTemplate[];
 }  // namespace luminal::embedded
 
 namespace luminal::codegen::detail {
@@ -16,6 +18,8 @@ namespace {
 
 // Shared memory the template stages per block: a 16-query tile and 32-key K/V tiles.
 constexpr int64_t kQueryTile = 16, kKeyTile = 32;
+constexpr int64_t kMmaQueryTile = 64;  // attention_mma.cuh: 16 query rows per warp
+constexpr int64_t kMmaMaxHeadSize = 128;
 constexpr int64_t kStaticSharedBytes = 48 * 1024;
 
 // How a value of `dtype` becomes a number: the conversion applied to the stored element.
@@ -41,7 +45,9 @@ int64_t static_size(const Expr& e, const char* what, const std::string& origin) 
 
 }  // namespace
 
-// One block of 128 threads per (batch, head, tile of 16 queries); see attention.cuh. Operands are
+// One block of 128 threads per (batch, head, tile of queries): attention.cuh (SIMT, 16 queries,
+// any dtype and head size) or, for f16/bf16 with head sizes multiples of 16 up to 128,
+// attention_mma.cuh (tensor cores, 64 queries). Operands are
 // read by their run-time strides (Layout::Strided: views read in place); a mask dimension of size
 // 1 is read with stride 0 (broadcast).
 Kernel KernelWriter::write_attention() {
@@ -56,9 +62,14 @@ Kernel KernelWriter::write_attention() {
   const int64_t element = f64 ? 8 : 4;
   const int64_t shared = (kQueryTile * head_size + kKeyTile * (head_size + 1) + kKeyTile * value_size) * element;
   const bool stage = shared <= kStaticSharedBytes;
+  // Tensor cores (mma.sync m16n8k16) for half types whose head sizes are whole k-steps of 16.
+  const bool half = in == DType::F16 || in == DType::BF16;
+  const bool tensor_cores = half && head_size % 16 == 0 && value_size % 16 == 0 && head_size <= kMmaMaxHeadSize &&
+                            value_size <= kMmaMaxHeadSize;
+  const int64_t query_tile = tensor_cores ? kMmaQueryTile : kQueryTile;
 
   Kernel kernel;
-  const Expr query_tiles = ir::floordiv(ir::add(q.shape[2], ir::int_const(kQueryTile - 1)), ir::int_const(kQueryTile));
+  const Expr query_tiles = ir::floordiv(ir::add(q.shape[2], ir::int_const(query_tile - 1)), ir::int_const(query_tile));
   kernel.outputs = ir::simplify(ir::mul(ir::mul(q.shape[0], q.shape[1]), query_tiles), {});
   add_node_params();
 
@@ -66,7 +77,9 @@ Kernel KernelWriter::write_attention() {
   text << params_declaration();
   text << "__device__ __forceinline__ " << storage_type(node_.dtype) << " LM_KERNEL_store(" << compute
        << " v) { return " << store_code(str_cat("(", value_type(node_.dtype), ")v")) << "; }\n";
-  std::string body = str_cat("\n", embedded::kAttentionTemplate);
+  std::string body = str_cat("\n", tensor_cores ? embedded::kAttentionMmaTemplate : embedded::kAttentionTemplate);
+  body = replace_all(body, "@MMA_TYPE@", in == DType::F16 ? "f16" : "bf16");
+  body = replace_all(body, "@TO_IN@", in == DType::F16 ? "lm_f2h" : "lm_f2bf");
   body = replace_all(body, "@B@", shape_code(q.shape[0]));
   body = replace_all(body, "@H@", shape_code(q.shape[1]));
   body = replace_all(body, "@LQ@", shape_code(q.shape[2]));

@@ -225,6 +225,9 @@ TEST(CodegenGolden, AttentionFillsTheTemplateForEveryDtype) {
     EXPECT_EQ(text.find('@'), std::string::npos) << "a template placeholder was left:\n" << text;
     EXPECT_NE(text.find(c.causal ? "(true && " : "(false && "), std::string::npos) << text;
     if (c.mask) EXPECT_NE(text.find("p.stride3_3"), std::string::npos) << "the mask is read by strides:\n" << text;
+    const bool half = c.dtype == DType::F16 || c.dtype == DType::BF16;
+    const bool tensor_cores = half && c.head_size % 16 == 0 && c.value_size % 16 == 0;
+    EXPECT_EQ(text.find("mma.sync.aligned.m16n8k16") != std::string::npos, tensor_cores) << text;
     kernels.push_back(kernel);
   }
   expect_compiles(kernels);
