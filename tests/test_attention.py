@@ -1,7 +1,8 @@
 """scaled_dot_product_attention against eager: causal, boolean and additive masks, explicit scale,
 grouped-query heads, every float dtype. On CUDA export picks the flash, memory-efficient or cuDNN
-kernel by dtype and mask; luminal decomposes each (python/luminal/decompositions.py), so all of them
-must compile and match."""
+kernel by dtype and mask (on the CPU the CPU flash kernel); luminal translates each into one fused
+attention node, so all of them must compile and match. tests/test_fused_attention.py covers the
+node itself (shapes, masks, layouts, dtypes)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import assert_same, check, compile_luminal, rand
+from helpers import check, rand
 
 CASES = {
     "plain": dict(),
@@ -77,30 +78,13 @@ def test_sdpa_grouped_query_heads(device: str) -> None:
     )
 
 
-@pytest.mark.parametrize("is_causal", [False, True])
-def test_fused_attention_decomposition(is_causal: bool, device: str) -> None:
-    """The decomposition that replaces CUDA's fused attention kernels, run on any device: equal to
-    eager's attention, including zeros for queries that attend to nothing."""
-    from luminal.decompositions import _attention
-
-    q, k, v = attention_inputs(torch.float32, device)
-    bias = torch.zeros(q.shape[-2], k.shape[-2], device=device)
-    bias[2] = float("-inf")
-    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=False)
-    if is_causal:
-        expected = F.scaled_dot_product_attention(q, k, v, attn_mask=bias + torch.ones_like(bias).tril().log())
-    actual = compile_luminal(lambda a, b, c, m: _attention(a, b, c, m, 0.0, is_causal, None)[0])(q, k, v, bias)
-    assert_same(actual, expected, tolerance_scale=8)
-    assert torch.equal(actual[:, :, 2], torch.zeros_like(actual[:, :, 2]))
-
-
 @pytest.mark.parametrize("masked", [False, True], ids=["plain", "masked"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
 def test_attention_output_keeps_the_kernels_layout(masked: bool, dtype: torch.dtype, device: str) -> None:
     """Hugging Face's attention pattern (GPT-2): heads split out of one projection by view and
     transpose, attention, then transpose back, reshape, `.contiguous()` and `.view`. On the fused
-    kernel's output layout `.contiguous()` is a no-op that the export does not record, so the
-    decomposition must return the kernel's strides or the `.view` fails to export."""
+    kernel's output layout `.contiguous()` is a no-op that the export does not record: the `.view`
+    after it must still read the attention output's values right."""
     if device == "cuda" and dtype == torch.float64:
         pytest.skip("CUDA attention kernels take no float64")
     batch, length, heads, dim = 2, 7, 4, 16
@@ -115,30 +99,3 @@ def test_attention_output_keeps_the_kernels_layout(masked: bool, dtype: torch.dt
     hidden = rand(batch, length, 3 * heads * dim, dtype=dtype, device=device, low=-1, high=1)
     mask = rand(batch, 1, length, length, dtype=dtype, device=device, low=-2, high=0)
     check(fn, hidden, mask, tolerance_scale=8)
-
-
-KERNELS = {
-    "efficient": ("_scaled_dot_product_efficient_attention", "_efficient_attention", (None, False)),
-    "flash": ("_scaled_dot_product_flash_attention", "_flash_attention", ()),
-    "cudnn": ("_scaled_dot_product_cudnn_attention", "_cudnn_attention", (None, False)),
-    "flash_for_cpu": ("_scaled_dot_product_flash_attention_for_cpu", "_flash_attention_for_cpu", ()),
-}
-
-
-@pytest.mark.parametrize("kernel", sorted(KERNELS))
-def test_attention_decompositions_return_the_kernels_strides(kernel: str) -> None:
-    """Each attention decomposition, run eagerly on CPU tensors (the CUDA kernels' decompositions
-    included): the output has the strides the kernel's meta function gives, and attention's values."""
-    from torch._decomp import meta_table
-
-    from luminal import decompositions
-
-    op_name, function_name, extra = KERNELS[kernel]
-    if not hasattr(torch.ops.aten, op_name):
-        pytest.skip(f"this torch has no {op_name}")
-    op = getattr(torch.ops.aten, op_name).default
-    hidden = rand(2, 7, 3 * 64, low=-1, high=1)
-    q, k, v = (t.view(2, 7, 4, 16).transpose(1, 2) for t in hidden.split(64, dim=2))  # not contiguous
-    output = getattr(decompositions, function_name)(q, k, v, *extra)[0]
-    assert output.stride() == meta_table[op](q, k, v, *extra)[0].stride()
-    assert_same(output, F.scaled_dot_product_attention(q, k, v), tolerance_scale=8)

@@ -358,6 +358,7 @@ class PyCompiledGraph {
     d["ir_nodes"] = s.ir_nodes;
     d["kernels"] = s.kernels;
     d["matmuls"] = s.matmuls;
+    d["attentions"] = s.attentions;
     d["inputs"] = s.inputs;
     d["constants"] = s.constants;
     d["engine"] = s.cuda_used ? "cuda" : "cpu";

@@ -17,7 +17,7 @@ namespace {
 void check_request(const Node& node, const std::vector<OperandInfo>& operands) {
   const bool grouped_rows = node.contraction != ir::Contraction::None;
   LUMINAL_CHECK(grouped_rows || node.kind == NodeKind::Pointwise || node.kind == NodeKind::Reduce ||
-                    node.kind == NodeKind::Scatter,
+                    node.kind == NodeKind::Scatter || node.kind == NodeKind::Attention,
                 "internal error: no kernel for ", ir::node_kind_name(node.kind), " node ", node.origin);
   LUMINAL_CHECK(operands.size() == (grouped_rows ? 3 : node.inputs.size()), "internal error: operand info for ",
                 node.origin);
@@ -32,6 +32,7 @@ Kernel render_kernel(const Node& node, const std::vector<OperandInfo>& operands,
   try {
     KernelWriter writer(node, operands, schedule);
     if (node.contraction != ir::Contraction::None) return writer.write_grouped_rows();
+    if (node.kind == NodeKind::Attention) return writer.write_attention();
     return node.kind == NodeKind::Scatter ? writer.write_scatter() : writer.write();
   } catch (const Error& error) {
     fail("CUDA code generation failed for ", node.origin, ": ", error.what());

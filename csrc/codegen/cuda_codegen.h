@@ -61,7 +61,7 @@ struct Kernel {
 // Error codes written into the device error record: [code, value, bound, check id (-1: none)].
 enum class DeviceError : int64_t { None = 0, IndexOutOfBounds = 1, DivisionByZero = 2 };
 
-// The kernel of a Pointwise, Reduce or Scatter node or a grouped-rows contraction, rendered with
+// The kernel of a Pointwise, Reduce, Scatter or Attention node or a grouped-rows contraction, rendered with
 // `schedule` and nothing else decided here. Raises schedule::ScheduleError (before writing
 // anything) when the schedule does not fit the node.
 Kernel render_kernel(const ir::Node& node, const std::vector<OperandInfo>& operands,

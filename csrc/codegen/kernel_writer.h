@@ -8,6 +8,7 @@
 //   node_kernels.cpp  elementwise / pieces / reduction / scatter kernels
 //   row_kernel.cpp    row kernels (one kernel for a row-local graph)
 //   grouped_rows.cpp  the grouped-rows GEMM (its template: grouped_rows.cuh)
+//   attention.cpp     fused attention (its template: attention.cuh)
 #pragma once
 
 #include <cstdint>
@@ -59,6 +60,7 @@ class KernelWriter {
   static std::string replace_all(std::string text, const std::string& from, const std::string& to);
 
   Kernel write_grouped_rows();
+  Kernel write_attention();
   Kernel write_scatter();
   Kernel write();
 

@@ -29,6 +29,7 @@ Kernel KernelWriter::write() {
     case Mapping::Scatter:
     case Mapping::GroupedRows:
     case Mapping::ThreadPerRow:
+    case Mapping::Attention:
       fail("internal error: KernelWriter::write with schedule ", to_string(schedule_));
   }
   name_and_finish(kernel, params_declaration() + body);

@@ -15,6 +15,7 @@ namespace {
 bool mapping_fits(const Node& node, Mapping mapping) {
   if (node.contraction != ir::Contraction::None) return mapping == Mapping::GroupedRows;
   if (node.kind == NodeKind::Scatter) return mapping == Mapping::Scatter;
+  if (node.kind == NodeKind::Attention) return mapping == Mapping::Attention;
   if (node.kind == NodeKind::Reduce) return mapping == Mapping::ThreadPerOutput || mapping == Mapping::WarpPerOutput;
   if (node.kind == NodeKind::Pointwise) {
     return mapping == Mapping::Elementwise || mapping == Mapping::Pieces || mapping == Mapping::WarpPerOutput;
@@ -26,6 +27,7 @@ int threads_per_output_of(Mapping mapping) {
   switch (mapping) {
     case Mapping::WarpPerOutput: return 32;
     case Mapping::GroupedRows: return schedule::kGroupedRowsThreads;
+    case Mapping::Attention: return schedule::kAttentionThreads;
     case Mapping::Elementwise:
     case Mapping::Pieces:
     case Mapping::ThreadPerOutput:
@@ -50,6 +52,11 @@ void check_common(const std::string& where, const KernelSchedule& schedule) {
     if (schedule.block_size != schedule::kGroupedRowsThreads) {
       refuse(where, schedule, "the grouped-rows template runs 128 threads per block (four warps of 32x32)");
     }
+  } else if (schedule.mapping == Mapping::Attention) {
+    if (schedule.block_size != schedule::kAttentionThreads) {
+      refuse(where, schedule, "the attention template runs 128 threads per block (four warps)");
+    }
+    if (schedule.vector_width != 1) refuse(where, schedule, "the attention template has no float4 folds");
   } else if (schedule.block_size < 32 || schedule.block_size > 1024 || schedule.block_size % 32 != 0) {
     refuse(where, schedule, "the block size must be a multiple of 32 in [32, 1024]");
   }

@@ -119,6 +119,20 @@ NodeId Builder::scatter(NodeId base, Shape domain, std::vector<NodeId> operands,
   return graph_.add(std::move(n));
 }
 
+NodeId Builder::attention(NodeId q, NodeId k, NodeId v, std::optional<NodeId> mask, double scale, bool causal) {
+  ir::Node node;
+  node.kind = NodeKind::Attention;
+  node.dtype = dtype(q);
+  const Shape qs = shape(q);
+  node.shape = {qs.at(0), qs.at(1), qs.at(2), shape(v).at(3)};
+  node.inputs = {q, k, v};
+  if (mask) node.inputs.push_back(*mask);
+  node.attention_scale = scale;
+  node.attention_causal = causal;
+  node.origin = origin_;
+  return graph_.add(std::move(node));
+}
+
 NodeId Builder::matmul(NodeId a, NodeId b) {
   const Shape& sa = shape(a);
   const Shape& sb = shape(b);

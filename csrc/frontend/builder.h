@@ -66,6 +66,11 @@ class Builder {
   // marked ir::Contraction::GroupedRows(TransposedB). Ends are checked at run time.
   NodeId grouped_rows_matmul(NodeId a, NodeId b, NodeId ends, DType out_dtype);
 
+  // Fused attention (ir::NodeKind::Attention, semantics in ir/graph.h): q [B, H, Lq, D],
+  // k [B, Hk, Lk, D], v [B, Hk, Lk, Dv], an optional rank-4 mask (dimensions 1 or the scores')
+  // -> [B, H, Lq, Dv] in q's dtype. The operands' shapes must already agree structurally.
+  NodeId attention(NodeId q, NodeId k, NodeId v, std::optional<NodeId> mask, double scale, bool causal);
+
   // out = base, then for every j of `domain` (row-major): out[targets(j)] = value(j), or with
   // `accumulate` out[targets(j)] += value(j), the sum rounded once to the base's dtype. `operands`
   // are what value and targets load, as slots 1.. (slot 0 is the base, which they never read);

@@ -241,6 +241,7 @@ const Registry& Registry::instance() {
     register_math_ops(r);
     register_sorting_ops(r);
     register_misc_core_ops(r);
+    register_attention_ops(r);
     return r;
   }();
   return registry;

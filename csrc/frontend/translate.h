@@ -137,5 +137,6 @@ void register_activation_ops(Registry& registry);
 void register_math_ops(Registry& registry);
 void register_sorting_ops(Registry& registry);
 void register_misc_core_ops(Registry& registry);
+void register_attention_ops(Registry& registry);
 
 }  // namespace luminal::frontend

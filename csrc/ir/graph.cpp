@@ -1,6 +1,7 @@
 #include "ir/graph.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 #include <unordered_set>
 
@@ -17,6 +18,7 @@ const char* node_kind_name(NodeKind kind) {
     case NodeKind::Reduce: return "reduce";
     case NodeKind::MatMul: return "matmul";
     case NodeKind::Scatter: return "scatter";
+    case NodeKind::Attention: return "attention";
   }
   return "?";
 }
@@ -263,6 +265,50 @@ void verify_scatter(const Graph& graph, const Node& node) {
   }
 }
 
+// Whether a mask dimension broadcasts to `target`: statically 1, or equal to it.
+bool broadcasts_to(const Expr& dim, const Expr& target) {
+  const auto n = as_int_const(dim);
+  return (n && *n == 1) || expr_equal(dim, target);
+}
+
+void verify_attention(const Graph& graph, const Node& node) {
+  auto where = [&] { return str_cat("IR verification failed at %", node.id, " (", node.origin, "): "); };
+  LUMINAL_CHECK(node.inputs.size() == 3 || node.inputs.size() == 4, where(),
+                "attention needs q, k, v and an optional mask, got ", node.inputs.size(), " inputs");
+  const Node& q = graph.node(node.inputs[0]);
+  const Node& k = graph.node(node.inputs[1]);
+  const Node& v = graph.node(node.inputs[2]);
+  const std::string operands = str_cat("q ", node_signature(q), ", k ", node_signature(k), ", v ", node_signature(v));
+  LUMINAL_CHECK(q.rank() == 4 && k.rank() == 4 && v.rank() == 4 && node.rank() == 4, where(),
+                "attention operands must be rank 4, got ", operands, " -> ", node_signature(node));
+  LUMINAL_CHECK(is_floating(node.dtype) && q.dtype == node.dtype && k.dtype == node.dtype && v.dtype == node.dtype,
+                where(), "attention operands must share the output's floating dtype, got ", operands, " -> ",
+                node_signature(node));
+  const auto heads = as_int_const(q.shape[1]);
+  const auto kv_heads = as_int_const(k.shape[1]);
+  const bool grouped = heads && kv_heads && *kv_heads > 0 && *heads % *kv_heads == 0;
+  LUMINAL_CHECK(grouped || expr_equal(q.shape[1], k.shape[1]), where(),
+                "query heads must be a multiple of the key/value heads, got ", operands);
+  LUMINAL_CHECK(expr_equal(q.shape[0], k.shape[0]) && expr_equal(q.shape[0], v.shape[0]) &&
+                    expr_equal(k.shape[1], v.shape[1]) && expr_equal(k.shape[2], v.shape[2]) &&
+                    expr_equal(q.shape[3], k.shape[3]),
+                where(), "attention shapes do not agree: ", operands);
+  LUMINAL_CHECK(expr_equal(node.shape[0], q.shape[0]) && expr_equal(node.shape[1], q.shape[1]) &&
+                    expr_equal(node.shape[2], q.shape[2]) && expr_equal(node.shape[3], v.shape[3]),
+                where(), "attention output ", node_signature(node), " does not match ", operands);
+  LUMINAL_CHECK(std::isfinite(node.attention_scale), where(), "attention scale ", node.attention_scale,
+                " is not finite");
+  if (node.inputs.size() == 4) {
+    const Node& mask = graph.node(node.inputs[3]);
+    const Shape scores{q.shape[0], q.shape[1], q.shape[2], k.shape[2]};
+    bool broadcasts = mask.rank() == 4;
+    for (size_t d = 0; broadcasts && d < 4; ++d) broadcasts = broadcasts_to(mask.shape[d], scores[d]);
+    LUMINAL_CHECK(broadcasts && (mask.dtype == DType::Bool || is_floating(mask.dtype)), where(), "attention mask ",
+                  node_signature(mask), " must be bool or floating and broadcast to the scores ",
+                  shape_to_string(scores));
+  }
+}
+
 void verify_grouped_rows(const Graph& graph, const Node& node) {
   auto where = [&] { return str_cat("IR verification failed at %", node.id, " (", node.origin, "): "); };
   LUMINAL_CHECK(node.kind == NodeKind::Pointwise && node.inputs.size() == 3 && node.rank() == 2, where(),
@@ -358,6 +404,7 @@ void Graph::verify() const {
       }
       case NodeKind::MatMul: verify_matmul(*this, node); break;
       case NodeKind::Scatter: verify_scatter(*this, node); break;
+      case NodeKind::Attention: verify_attention(*this, node); break;
     }
   }
   for (size_t position = 0; position < inputs.size(); ++position) {
@@ -427,6 +474,15 @@ std::string Graph::to_string() const {
         for (size_t d = 0; d < n.scatter_targets.size(); ++d) out << (d ? ", " : " [") << ir::to_string(n.scatter_targets[d]);
         out << (n.scatter_targets.empty() ? " [" : "") << "] " << (n.scatter_accumulate ? "+= " : "= ")
             << ir::to_string(n.body) << " }";
+        break;
+      }
+      case NodeKind::Attention: {
+        out << "attention(q %" << n.inputs[0] << ", k %" << n.inputs[1] << ", v %" << n.inputs[2];
+        if (n.inputs.size() > 3) out << ", mask %" << n.inputs[3];
+        std::ostringstream scale;
+        scale.precision(17);  // round-trips the double
+        scale << n.attention_scale;
+        out << ") scale " << scale.str() << (n.attention_causal ? " causal" : "");
         break;
       }
     }

@@ -8,6 +8,8 @@
 //   Scatter    out = base, then out[targets(j)] = body(j) (or +=) for every j of a domain: index_put,
 //              index_copy, index_add. Work is linear in the elements written, and an executor may
 //              write into the base's memory (a KV cache updated in place).
+//   Attention  out[b, h, i, :] = softmax(scale * q[b, h, i] . k[b, g, j] + mask[b, h, i, j]) @ v[b, g, j, :]
+//              over keys j (fused scaled-dot-product attention; see attention_semantics below).
 //
 // Node ids are positions in the node list and every node's inputs have smaller ids, so the list
 // order is a topological order.
@@ -26,7 +28,15 @@ namespace luminal::ir {
 using NodeId = int32_t;
 using Shape = std::vector<Expr>;  // one i64 shape expression (symbols and constants) per dimension
 
-enum class NodeKind : uint8_t { Input, Constant, Pointwise, Reduce, MatMul, Scatter };
+enum class NodeKind : uint8_t { Input, Constant, Pointwise, Reduce, MatMul, Scatter, Attention };
+// Attention semantics. Inputs {q [B, H, Lq, D], k [B, Hk, Lk, D], v [B, Hk, Lk, Dv]} and optionally
+// a rank-4 mask whose dimensions are 1 or equal to [B, H, Lq, Lk] (broadcast). H is a multiple of
+// Hk (grouped-query attention): query head h reads kv head g = h / (H / Hk). q, k, v share one
+// floating dtype, the output's; it is [B, H, Lq, Dv]. Scores s[j] = scale * (q[i] . k[j]) are
+// computed in f32 (f64 for f64 inputs); a bool mask drops keys where it is false, a float mask
+// (any floating dtype) is added to the scores; `attention_causal` drops keys j > i (top-left
+// aligned, as torch's fused kernels). out[i] = sum_j softmax(s)[j] * v[j], rounded once to the
+// output dtype; a row whose keys are all dropped (or whose scores are all -inf) is 0, never NaN.
 enum class InputRole : uint8_t { User, Parameter, Buffer };
 // What a matmul applies to its result: out = act(a @ b + bias[n]) (bias is input 2).
 enum class MatMulEpilogue : uint8_t { None, Bias, BiasRelu, BiasGeluTanh };
@@ -103,14 +113,23 @@ struct Node {
   std::vector<Expr> scatter_targets;
   bool scatter_accumulate = false;
 
+  // Attention (see the semantics above the enum).
+  double attention_scale = 1.0;
+  bool attention_causal = false;
+
   std::string origin;  // e.g. "addmm_1 (aten.addmm.default)": where the node came from
 
   size_t rank() const { return shape.size(); }
   bool is_compute() const {
     return kind == NodeKind::Pointwise || kind == NodeKind::Reduce || kind == NodeKind::MatMul ||
-           kind == NodeKind::Scatter;
+           kind == NodeKind::Scatter || kind == NodeKind::Attention;
   }
   // The rank of the space the node's loop variables index (the domain for scatters).
+  // Compute nodes that read their operands whole (a library call or a dedicated kernel), with no
+  // body to inline producers into: matmuls, scatters and attention.
+  bool reads_operands_whole() const {
+    return kind == NodeKind::MatMul || kind == NodeKind::Scatter || kind == NodeKind::Attention;
+  }
   size_t loop_rank() const { return kind == NodeKind::Scatter ? scatter_domain.size() : shape.size(); }
 };
 

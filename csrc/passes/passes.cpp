@@ -44,9 +44,9 @@ std::vector<int> load_sites_per_slot(const Node& node) {
 std::vector<int> load_sites_per_node(const Graph& graph) {
   std::vector<int> uses(graph.size(), 0);
   for (const Node& node : graph.nodes()) {
-    // Scatters read their operands as they are (their loads run over another space than their
-    // output), like matmuls: nothing is inlined into them.
-    if (node.kind == NodeKind::MatMul || node.kind == NodeKind::Scatter) {
+    // Scatters and attention read their operands as they are (their loads run over another space
+    // than their output), like matmuls: nothing is inlined into them.
+    if (node.reads_operands_whole()) {
       for (NodeId input : node.inputs) uses[input] += 1000;
       continue;
     }

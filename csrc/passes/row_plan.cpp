@@ -201,6 +201,9 @@ RowPlan plan_row_kernel(const Graph& translated, const RowLimits& limits) {
     if (node.contraction != ir::Contraction::None) {
       return decline(str_cat(describe(node), " is a grouped matmul, which runs as its own tiled kernel"));
     }
+    if (node.kind == NodeKind::Attention) {
+      return decline(str_cat(describe(node), " is attention, which runs as its own kernel"));
+    }
     if (node.kind == NodeKind::Scatter) {
       return decline(str_cat(describe(node), " is a scatter, which runs as its own kernel"));
     }

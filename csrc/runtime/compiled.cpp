@@ -220,6 +220,7 @@ Stats CompiledGraph::stats() const {
 #endif
   for (const ir::Node& node : graph_->nodes()) {
     s.matmuls += node.kind == ir::NodeKind::MatMul;
+    s.attentions += node.kind == ir::NodeKind::Attention;
     s.inputs += node.kind == ir::NodeKind::Input;
     s.constants += node.kind == ir::NodeKind::Constant;
   }

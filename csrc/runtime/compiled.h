@@ -62,6 +62,7 @@ struct Stats {
   size_t ir_nodes = 0;   // after optimization
   size_t kernels = 0;    // CPU compute steps per call
   size_t matmuls = 0;
+  size_t attentions = 0;  // fused attention nodes (ir::NodeKind::Attention)
   size_t inputs = 0;
   size_t constants = 0;
   bool cuda_used = false;

@@ -23,6 +23,7 @@ const char* mapping_name(Mapping mapping) {
     case Mapping::Scatter: return "scatter";
     case Mapping::GroupedRows: return "grouped_rows";
     case Mapping::ThreadPerRow: return "thread_per_row";
+    case Mapping::Attention: return "attention";
   }
   return "?";
 }
@@ -78,7 +79,8 @@ std::vector<Expr> rendered_bodies(const Node& node, Mapping mapping) {
       bodies.push_back(node.body);
       return bodies;
     }
-    case Mapping::GroupedRows: return {};  // operands are read through loads of the operands alone
+    case Mapping::GroupedRows:  // operands are read through loads of the operands alone
+    case Mapping::Attention: return {};
     case Mapping::ThreadPerOutput:
     case Mapping::WarpPerOutput: {
       std::vector<Expr> bodies{node.body};  // a ragged reduction's extent is rendered too
@@ -227,13 +229,15 @@ KernelSchedule with_mapping(Mapping mapping, int pieces = 1) {
   s.pieces = pieces;
   s.threads_per_output = mapping == Mapping::WarpPerOutput ? 32 : 1;
   if (mapping == Mapping::GroupedRows) s.block_size = s.threads_per_output = kGroupedRowsThreads;
+  if (mapping == Mapping::Attention) s.block_size = s.threads_per_output = kAttentionThreads;
   if (mapping == Mapping::ThreadPerRow) s.block_size = kRowBlock;
   return s;
 }
 
 void check_kernel_node(const Node& node) {
   LUMINAL_CHECK(node.contraction != ir::Contraction::None || node.kind == NodeKind::Pointwise ||
-                    node.kind == NodeKind::Reduce || node.kind == NodeKind::Scatter,
+                    node.kind == NodeKind::Reduce || node.kind == NodeKind::Scatter ||
+                    node.kind == NodeKind::Attention,
                 "internal error: no kernel for ", ir::node_kind_name(node.kind), " node ", node.origin);
 }
 
@@ -242,6 +246,7 @@ void check_kernel_node(const Node& node) {
 KernelSchedule choose_schedule(const Node& node, const std::vector<OperandInfo>& operands) {
   check_kernel_node(node);
   if (node.contraction != ir::Contraction::None) return with_mapping(Mapping::GroupedRows);
+  if (node.kind == NodeKind::Attention) return with_mapping(Mapping::Attention);
   KernelSchedule s;
   std::vector<Expr> bodies{node.body};
   if (node.kind == NodeKind::Scatter) {
@@ -269,7 +274,8 @@ KernelSchedule choose_row_schedule() { return with_mapping(Mapping::ThreadPerRow
 std::vector<KernelSchedule> candidate_schedules(const Node& node, const std::vector<OperandInfo>& operands) {
   const KernelSchedule chosen = choose_schedule(node, operands);
   std::vector<KernelSchedule> out{chosen};
-  if (chosen.mapping == Mapping::GroupedRows) return out;  // its template fixes the tile and block
+  // Their templates fix the tile and the block.
+  if (chosen.mapping == Mapping::GroupedRows || chosen.mapping == Mapping::Attention) return out;
   std::vector<KernelSchedule> mappings;
   if (node.kind == NodeKind::Scatter) {
     mappings.push_back(with_mapping(Mapping::Scatter));

@@ -45,6 +45,7 @@ enum class Mapping : uint8_t {
   Scatter,          // scatters: one thread per element of the scatter domain
   GroupedRows,      // grouped-rows contractions: a 64x64 output tile per block (a tiled grouped GEMM)
   ThreadPerRow,     // row kernels (a whole row-local graph): one thread per batch row
+  Attention,        // attention: a block of 128 threads per (batch, head, tile of queries)
 };
 
 const char* mapping_name(Mapping mapping);
@@ -55,6 +56,7 @@ constexpr size_t kMaxPieces = 256;         // more pieces than this: one element
 constexpr int kNodeBlock = 256;            // threads per block of node kernels
 constexpr int kGroupedRowsThreads = 128;   // threads per 64x64 tile (four warps of 32x32)
 constexpr int kRowBlock = 32;              // row kernels: one warp per block, many SMs busy
+constexpr int kAttentionThreads = 128;     // attention: four warps per block, one tile of queries
 
 struct KernelSchedule {
   Mapping mapping = Mapping::Elementwise;
@@ -92,8 +94,9 @@ class ScheduleError : public Error {
   std::string reason_;
 };
 
-// Today's rules, for a node kernel (Pointwise, Reduce, Scatter or a grouped-rows contraction):
-//   grouped-rows contraction -> GroupedRows; scatter -> Scatter;
+// Today's rules, for a node kernel (Pointwise, Reduce, Scatter, Attention or a grouped-rows
+// contraction):
+//   grouped-rows contraction -> GroupedRows; scatter -> Scatter; attention -> Attention;
 //   reduction -> WarpPerOutput when the reduction is static and some load's innermost index
 //     varies with it (consecutive steps read consecutive memory), else ThreadPerOutput;
 //   pointwise -> Pieces for 2..256 pieces (passes::split_pointwise), else WarpPerOutput with a

@@ -14,13 +14,16 @@ using ir::NodeKind;
 
 namespace {
 
-// A pointwise node that is no output, read only by matmuls, and an affine view of its input: the
-// matmuls read the base by strides, so the node is never materialized.
+// A pointwise node that is no output, read only by matmuls and attention, and an affine view of
+// its input: they read the base by strides, so the node is never materialized.
 bool is_view_read_by_matmuls(const ir::Graph& graph, const Node& node, const std::vector<std::vector<NodeId>>& users,
                              const std::vector<bool>& is_output) {
   if (node.kind != NodeKind::Pointwise || is_output[node.id] || users[node.id].empty()) return false;
   const bool only_matmul_users = std::all_of(users[node.id].begin(), users[node.id].end(),
-                                             [&](NodeId u) { return graph.node(u).kind == NodeKind::MatMul; });
+                                             [&](NodeId u) {
+                                               const NodeKind kind = graph.node(u).kind;
+                                               return kind == NodeKind::MatMul || kind == NodeKind::Attention;
+                                             });
   return only_matmul_users && passes::as_affine_view(graph, node.id).has_value();
 }
 
@@ -45,6 +48,7 @@ Plan plan_steps(const ir::Graph& graph, bool stable_library_operands) {
       case NodeKind::Constant: break;
       case NodeKind::MatMul: plan.steps.push_back(Step{StepKind::LibraryMatmul, node.id}); break;
       case NodeKind::Scatter: plan.steps.push_back(Step{StepKind::Scatter, node.id}); break;
+      case NodeKind::Attention: plan.steps.push_back(Step{StepKind::Kernel, node.id}); break;
       case NodeKind::Pointwise:
       case NodeKind::Reduce:
         if (is_view_read_by_matmuls(graph, node, users, is_output) &&
@@ -80,7 +84,11 @@ std::vector<OperandInfo> kernel_operands(const ir::Graph& graph, const Node& nod
     OperandInfo info;
     info.dtype = producer.dtype;
     info.shape = producer.shape;
-    if (producer.kind == NodeKind::Input) {
+    if (node.kind == NodeKind::Attention) {
+      // Attention reads every operand by run-time strides: views (a transposed q/k/v, a broadcast
+      // mask) are read in place.
+      info.layout = Layout::Strided;
+    } else if (producer.kind == NodeKind::Input) {
       info.layout = Layout::Strided;
     } else if (producer.kind == NodeKind::Constant) {
       info.layout = Layout::Fixed;

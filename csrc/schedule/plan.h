@@ -46,7 +46,8 @@ struct Plan {
   bool is_row_kernel() const { return rows != nullptr; }
 };
 
-// Node by node: every compute node is a step in graph order, except views only matmuls read.
+// Node by node: every compute node is a step in graph order, except views only matmuls and
+// attention read.
 // `stable_library_operands` (CUDA: library calls are captured into the call's CUDA graph with
 // fixed addresses): a view whose base is memory that changes per call (a user input or a graph
 // output, the caller's) is materialized instead, so that the staging copies of

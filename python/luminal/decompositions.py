@@ -1,16 +1,15 @@
 """Decompositions luminal adds to torch.export's Core-ATen table.
 
 Some fused kernels survive export on CUDA (they are not Core ATen and have no default
-decomposition): RMSNorm (``_fused_rms_norm``) and the efficient, flash and cuDNN attention kernels. Decomposed here
-into the primitives luminal translates, they compile instead of running in eager. The CPU flash
-attention kernel (sdpa on CPU) is decomposed here too. An attention decomposition returns its output
-in the kernel's layout (strides), as the graph after it was traced against those. Transposed
-convolutions become a matmul and col2im (or a convolution of a zero-stuffed input).
+decomposition): RMSNorm (``_fused_rms_norm``) is decomposed here into the primitives luminal
+translates, so it compiles instead of running in eager. Transposed convolutions become a matmul and
+col2im (or a convolution of a zero-stuffed input). The fused attention kernels (efficient, flash,
+CPU flash, cuDNN) are not decomposed: luminal translates them natively (one attention node), and
+``decomposition_table`` keeps them out of torch's own table too.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -39,42 +38,6 @@ def _rms_norm(
     return _fused_rms_norm(input, normalized_shape, weight, eps)[0]
 
 
-def _attention(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attn_bias: torch.Tensor | None,
-    dropout_p: float,
-    is_causal: bool,
-    scale: float | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention as matmuls and a softmax in float32 (inference: dropout must be 0). Returns the
-    output in the query's dtype and the float32 scores (for the log-sum-exp outputs)."""
-    if dropout_p != 0.0:
-        raise NotImplementedError("luminal decomposes attention for inference only (dropout_p must be 0)")
-    compute = torch.float64 if query.dtype == torch.float64 else torch.float32
-    if key.dim() == query.dim() and key.dim() >= 3 and key.shape[-3] != query.shape[-3]:
-        # Grouped-query attention: every key/value head serves a group of query heads.
-        group = query.shape[-3] // key.shape[-3]
-        key, value = key.repeat_interleave(group, dim=-3), value.repeat_interleave(group, dim=-3)
-    factor = scale if scale is not None else 1.0 / math.sqrt(query.shape[-1])
-    scores = (query.to(compute) @ key.to(compute).transpose(-2, -1)) * factor
-    if is_causal:  # top-left aligned, as torch's kernels
-        rows = torch.arange(query.shape[-2], device=query.device)
-        columns = torch.arange(key.shape[-2], device=query.device)
-        scores = scores.masked_fill(rows[:, None] < columns[None, :], float("-inf"))
-    if attn_bias is not None and attn_bias.dtype == torch.bool:
-        scores = scores.masked_fill(attn_bias.logical_not(), float("-inf"))
-    elif attn_bias is not None:
-        scores = scores + attn_bias
-    # A query that may attend to no key (a fully masked row, e.g. a padding token) gets zeros, as
-    # from torch's fused kernels and its math path's safe softmax; a plain softmax would give NaN.
-    attends_to_nothing = (scores == float("-inf")).all(-1, keepdim=True)
-    probabilities = torch.softmax(scores, -1).masked_fill(attends_to_nothing, 0.0)
-    output = (probabilities @ value.to(compute)).to(query.dtype)
-    return output, scores
-
-
 def _in_kernel_layout(op: Any, output: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
     """``output`` laid out as the fused kernel ``op`` lays out its result (its meta function says
     how). The graph was traced against the kernel's strides: a later ``.contiguous()`` that was a
@@ -95,133 +58,6 @@ def _in_kernel_layout(op: Any, output: torch.Tensor, *args: Any, **kwargs: Any) 
     # The functional copy: the values of `output` in the strides of `layout` (no in-place op,
     # which the decomposition pass could not functionalize).
     return aten.copy.default(layout, output)
-
-
-def _efficient_attention(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attn_bias: torch.Tensor | None,
-    compute_log_sumexp: bool,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    *,
-    scale: float | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    output, scores = _attention(query, key, value, attn_bias, dropout_p, is_causal, scale)
-    output = _in_kernel_layout(
-        aten._scaled_dot_product_efficient_attention.default,
-        output,
-        query,
-        key,
-        value,
-        attn_bias,
-        compute_log_sumexp,
-        dropout_p,
-        is_causal,
-        scale=scale,
-    )
-    if compute_log_sumexp:
-        log_sumexp = torch.logsumexp(scores, -1)
-    else:
-        log_sumexp = scores.new_empty((*scores.shape[:-2], 0))
-    seed = torch.zeros((), dtype=torch.int64, device=query.device)
-    return output, log_sumexp, seed, seed.clone()
-
-
-def _flash_or_cudnn_outputs(
-    output: torch.Tensor, scores: torch.Tensor, query: torch.Tensor, key: torch.Tensor
-) -> tuple[Any, ...]:
-    """The flash/cuDNN attention result tuple: output, log-sum-exp, then the training-only
-    outputs (sequence offsets, RNG state, debug mask) as empty tensors."""
-    empty = torch.empty(0, dtype=torch.int32, device=query.device)
-    seed = torch.empty(0, dtype=torch.int64, device=query.device)
-    debug = torch.empty(0, dtype=query.dtype, device=query.device)
-    log_sumexp = torch.logsumexp(scores, -1)
-    return output, log_sumexp, empty, empty.clone(), query.shape[-2], key.shape[-2], seed, seed.clone(), debug
-
-
-def _flash_attention(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    return_debug_mask: bool = False,
-    *,
-    scale: float | None = None,
-) -> tuple[Any, ...]:
-    output, scores = _attention(query, key, value, None, dropout_p, is_causal, scale)
-    output = _in_kernel_layout(
-        aten._scaled_dot_product_flash_attention.default,
-        output,
-        query,
-        key,
-        value,
-        dropout_p,
-        is_causal,
-        return_debug_mask,
-        scale=scale,
-    )
-    return _flash_or_cudnn_outputs(output, scores, query, key)
-
-
-def _flash_attention_for_cpu(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    *,
-    attn_mask: torch.Tensor | None = None,
-    scale: float | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The CPU flash kernel (what sdpa runs on CPU). Replaces torch's own decomposition, whose
-    output layout differs from the kernel's on recent torch (GPT-2's attention output `.view`
-    then fails to export)."""
-    output, scores = _attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
-    output = _in_kernel_layout(
-        aten._scaled_dot_product_flash_attention_for_cpu.default,
-        output,
-        query,
-        key,
-        value,
-        dropout_p,
-        is_causal,
-        attn_mask=attn_mask,
-        scale=scale,
-    )
-    log_sumexp = torch.logsumexp(scores, -1).to(torch.float64 if query.dtype == torch.float64 else torch.float32)
-    return output, log_sumexp
-
-
-def _cudnn_attention(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attn_bias: torch.Tensor | None,
-    compute_log_sumexp: bool,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    return_debug_mask: bool = False,
-    *,
-    scale: float | None = None,
-) -> tuple[Any, ...]:
-    output, scores = _attention(query, key, value, attn_bias, dropout_p, is_causal, scale)
-    output = _in_kernel_layout(
-        aten._scaled_dot_product_cudnn_attention.default,
-        output,
-        query,
-        key,
-        value,
-        attn_bias,
-        compute_log_sumexp,
-        dropout_p,
-        is_causal,
-        return_debug_mask,
-        scale=scale,
-    )
-    return _flash_or_cudnn_outputs(output, scores, query, key)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -328,18 +164,23 @@ def _transposed_convolution_stuffed(
 
 def _extra() -> dict[Any, Any]:
     table: dict[Any, Any] = {
-        aten._scaled_dot_product_efficient_attention.default: _efficient_attention,
-        aten._scaled_dot_product_flash_attention.default: _flash_attention,
-        aten._scaled_dot_product_flash_attention_for_cpu.default: _flash_attention_for_cpu,
         aten.convolution.default: _convolution,  # transposed only: plain ones stay whole
     }
-    if hasattr(aten, "_scaled_dot_product_cudnn_attention"):
-        table[aten._scaled_dot_product_cudnn_attention.default] = _cudnn_attention
     if hasattr(aten, "_fused_rms_norm"):  # torch >= 2.8
         table[aten._fused_rms_norm.default] = _fused_rms_norm
     if hasattr(aten, "rms_norm"):
         table[aten.rms_norm.default] = _rms_norm
     return table
+
+
+# torch's fused attention kernels, translated natively (one attention node each): never decomposed,
+# whatever torch's table holds for them (each may be missing from some torch versions).
+_FUSED_ATTENTION = (
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_cudnn_attention",
+)
 
 
 # Targets translated for some forms only, whose decomposition serves the rest (none at present:
@@ -369,4 +210,7 @@ def decomposition_table() -> Any:
         del table[op]
     for op, fn in _extra().items():
         table[op] = fn
+    for name in _FUSED_ATTENTION:
+        if hasattr(aten, name):
+            table.pop(getattr(aten, name).default, None)
     return table

@@ -3,6 +3,7 @@
 // renderer accepts compiles, and schedules it cannot render are refused with a ScheduleError.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 
 #include "codegen/cuda_codegen.h"
@@ -191,6 +192,45 @@ TEST(CodegenGolden, GroupedRowsFillsTheTemplate) {
   EXPECT_NE(text.find("__launch_bounds__(128)"), std::string::npos) << text;
   EXPECT_EQ(text.find('@'), std::string::npos) << "a template placeholder was left:\n" << text;
   expect_compiles({k});
+}
+
+// Attention: the template filled in for every float dtype (tensor cores for f16/bf16 with head
+// sizes that are multiples of 16), with and without a broadcast mask, a head size too large to
+// stage in shared memory, and symbolic sequence lengths; each compiles with NVRTC.
+TEST(CodegenGolden, AttentionFillsTheTemplateForEveryDtype) {
+  const ir::Expr queries = ir::symbol("s0"), keys = ir::symbol("s1");
+  struct Case {
+    DType dtype;
+    int64_t head_size, value_size;
+    bool mask, causal;
+  };
+  const Case cases[] = {{DType::F32, 40, 40, true, false},  {DType::F64, 64, 32, false, true},
+                        {DType::F16, 64, 64, true, true},   {DType::BF16, 64, 64, false, true},
+                        {DType::BF16, 128, 128, true, false}, {DType::BF16, 40, 24, false, false},
+                        {DType::F64, 256, 256, false, false}};
+  std::vector<Kernel> kernels;
+  for (const Case& c : cases) {
+    GraphFixture f;
+    const NodeId q = f.input(c.dtype, {int_const(2), int_const(8), queries, int_const(c.head_size)});
+    const NodeId k = f.input(c.dtype, {int_const(2), int_const(2), keys, int_const(c.head_size)});
+    const NodeId v = f.input(c.dtype, {int_const(2), int_const(2), keys, int_const(c.value_size)});
+    std::optional<NodeId> mask;
+    if (c.mask) mask = f.input(DType::Bool, {int_const(2), int_const(1), int_const(1), keys});
+    f.b().set_origin("attention");
+    const NodeId out = f.b().attention(q, k, v, mask, 0.125, c.causal);
+    const Kernel kernel = generate(f, out, Layout::Strided);
+    EXPECT_EQ(kernel.schedule.mapping, Mapping::Attention);
+    EXPECT_EQ(kernel.block_size, schedule::kAttentionThreads);
+    const std::string text = golden(kernel);
+    EXPECT_EQ(text.find('@'), std::string::npos) << "a template placeholder was left:\n" << text;
+    EXPECT_NE(text.find(c.causal ? "(true && " : "(false && "), std::string::npos) << text;
+    if (c.mask) EXPECT_NE(text.find("p.stride3_3"), std::string::npos) << "the mask is read by strides:\n" << text;
+    const bool half = c.dtype == DType::F16 || c.dtype == DType::BF16;
+    const bool tensor_cores = half && c.head_size % 16 == 0 && c.value_size % 16 == 0;
+    EXPECT_EQ(text.find("mma.sync.aligned.m16n8k16") != std::string::npos, tensor_cores) << text;
+    kernels.push_back(kernel);
+  }
+  expect_compiles(kernels);
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -230,3 +230,34 @@ TEST(Executor, LongElementwiseChainsFuseInBoundedPieces) {
     EXPECT_EQ(out[0].data<float>()[i], expected) << i;
   }
 }
+
+// The reference attention: causal (query i sees keys j <= i), a bool mask broadcast over queries,
+// grouped-query heads, and a row that sees no key (query 0 with key 0 masked out) is 0.
+TEST(Executor, AttentionIsCausalMaskedGroupedAndZeroForEmptyRows) {
+  GraphFixture f;
+  const NodeId q = f.input(DType::F32, {int_const(1), int_const(2), int_const(3), int_const(2)});
+  const NodeId k = f.input(DType::F32, {int_const(1), int_const(1), int_const(3), int_const(2)});
+  const NodeId v = f.input(DType::F32, {int_const(1), int_const(1), int_const(3), int_const(1)});
+  const NodeId mask = f.input(DType::Bool, {int_const(1), int_const(1), int_const(1), int_const(3)});
+  f.output(f.b().attention(q, k, v, mask, 0.5, true));
+  const std::vector<float> qs = {1, 0, 0, 1, 1, 1, -1, 2, 0.5f, 0.5f, 2, -1};
+  const std::vector<float> ks = {1, 2, -1, 0, 0.5f, 3};
+  const std::vector<float> vs = {10, 20, 40};
+  const auto out = f.run({Host::of<float>(DType::F32, {1, 2, 3, 2}, qs), Host::of<float>(DType::F32, {1, 1, 3, 2}, ks),
+                          Host::of<float>(DType::F32, {1, 1, 3, 1}, vs),
+                          Host::of<uint8_t>(DType::Bool, {1, 1, 1, 3}, {0, 1, 1})});
+  for (int h = 0; h < 2; ++h) {
+    for (int i = 0; i < 3; ++i) {
+      // Keys 1..i (key 0 is masked out), softmax in double.
+      double max = -INFINITY, sum = 0, acc = 0;
+      std::vector<double> s(3, -INFINITY);
+      for (int j = 1; j <= i; ++j) {
+        s[j] = 0.5 * (qs[(h * 3 + i) * 2] * ks[j * 2] + qs[(h * 3 + i) * 2 + 1] * ks[j * 2 + 1]);
+        max = std::max(max, s[j]);
+      }
+      for (int j = 1; j <= i; ++j) sum += std::exp(s[j] - max);
+      for (int j = 1; j <= i; ++j) acc += std::exp(s[j] - max) / sum * vs[j];
+      EXPECT_NEAR(out[0].data<float>()[h * 3 + i], i == 0 ? 0.0 : acc, 1e-5) << "head " << h << " query " << i;
+    }
+  }
+}

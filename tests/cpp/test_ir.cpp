@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "common/error.h"
@@ -201,4 +202,35 @@ TEST(Passes, InlinedReductionsBecomeFoldsPastTheConsumersVariables) {
     for (int k = 0; k < 6; ++k) expected += xs[6 * i + k];
     EXPECT_EQ(out[0].data<float>()[i], expected) << i;
   }
+}
+
+TEST(Attention, PrintsAndVerifiesItsInvariants) {
+  GraphFixture f;
+  const NodeId q = f.input(DType::BF16, {int_const(2), int_const(8), symbol("s0"), int_const(64)});
+  const NodeId k = f.input(DType::BF16, {int_const(2), int_const(2), int_const(9), int_const(64)});
+  const NodeId v = f.input(DType::BF16, {int_const(2), int_const(2), int_const(9), int_const(32)});
+  const NodeId mask = f.input(DType::Bool, {int_const(2), int_const(1), int_const(1), int_const(9)});
+  f.b().set_origin("sdpa (aten._scaled_dot_product_efficient_attention.default)");
+  const NodeId out = f.b().attention(q, k, v, mask, 0.125, true);
+  f.output(out);
+  EXPECT_NO_THROW(f.graph().verify());
+  const std::string text = f.graph().to_string();
+  EXPECT_NE(text.find("%4: bf16[2, 8, s0, 32] = attention(q %0, k %1, v %2, mask %3) scale 0.125 causal  # sdpa "
+                      "(aten._scaled_dot_product_efficient_attention.default)"),
+            std::string::npos)
+      << text;
+  const auto broken = [&](auto&& change) {
+    Graph g = f.graph();
+    change(g.node(out));
+    EXPECT_THROW(g.verify(), Error) << g.to_string();
+  };
+  broken([&](Node& n) { n.inputs = {q, k}; });                         // no value
+  broken([&](Node& n) { n.inputs = {q, v, k}; });                      // head sizes differ
+  broken([&](Node& n) { n.inputs = {q, k, v, q}; });                   // mask of another shape and dtype
+  broken([&](Node& n) { n.dtype = DType::F32; });                      // output dtype is not q's
+  broken([&](Node& n) { n.shape[3] = int_const(64); });                // output is [B, H, Lq, Dv]
+  broken([&](Node& n) { n.attention_scale = std::nan(""); });          // the scale must be finite
+  const NodeId three_kv_heads = f.input(DType::BF16, {int_const(2), int_const(3), int_const(9), int_const(64)});
+  const NodeId three_kv_values = f.input(DType::BF16, {int_const(2), int_const(3), int_const(9), int_const(32)});
+  broken([&](Node& n) { n.inputs = {q, three_kv_heads, three_kv_values}; });  // 8 heads over 3 groups
 }

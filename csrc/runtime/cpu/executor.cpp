@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/half.h"
 #include "ir/simplify.h"
+#include "runtime/cpu/attention.h"
 #include "runtime/cpu/gemm.h"
 
 namespace luminal::runtime::cpu {
@@ -228,7 +229,8 @@ void Executor::compile_node(const Node& node, NodePlan& plan) const {
   switch (node.kind) {
     case NodeKind::Input:
     case NodeKind::Constant:
-    case NodeKind::MatMul: break;
+    case NodeKind::MatMul:
+    case NodeKind::Attention: break;
     case NodeKind::Scatter: plan.body = scatter_program(g, node); break;
     case NodeKind::Pointwise:
       for (passes::PointwisePiece& piece : passes::split_pointwise(node)) {
@@ -384,6 +386,7 @@ class Executor::Run {
       case NodeKind::Reduce: run_reduce(node, plan); break;
       case NodeKind::MatMul: run_matmul(node); break;
       case NodeKind::Scatter: run_scatter(node, plan); break;
+      case NodeKind::Attention: run_attention(node); break;
       case NodeKind::Input:
       case NodeKind::Constant: break;
     }
@@ -636,7 +639,9 @@ class Executor::Run {
   }
 
   // The operand as a strided [batch, rows, cols] matrix (a virtual view is resolved by strides).
-  MatrixView matrix_operand(NodeId id, size_t rank) {
+  // The memory of an operand read by strides: its buffer, or for a view read in place (a virtual
+  // view), its base's memory with the view's strides.
+  std::pair<const void*, std::vector<int64_t>> strided_operand(NodeId id) {
     const NodePlan& plan = ex_.plans_[id];
     const void* data;
     std::vector<int64_t> strides;
@@ -656,12 +661,29 @@ class Executor::Run {
       data = buffers_[id].data;
       strides = buffers_[id].strides;
     }
+    return {data, strides};
+  }
+
+  MatrixView matrix_operand(NodeId id, size_t rank) {
+    const auto [data, strides] = strided_operand(id);
     MatrixView view;
     view.data = data;
     view.batch_stride = rank == 3 ? strides[0] : 0;
     view.row_stride = strides[rank - 2];
     view.col_stride = strides[rank - 1];
     return view;
+  }
+
+  void run_attention(const Node& node) {
+    std::vector<AttentionOperand> operands;
+    for (NodeId input : node.inputs) {
+      auto [data, strides] = strided_operand(input);
+      const Node& producer = graph_.node(input);
+      operands.push_back(AttentionOperand{data, producer.dtype, evaluate(producer.shape, symbols_), std::move(strides)});
+    }
+    if (product(buffers_[node.id].sizes) == 0) return;
+    attention(operands[0], operands[1], operands[2], operands.size() > 3 ? &operands[3] : nullptr,
+              node.attention_scale, node.attention_causal, destination(node));
   }
 
   void run_matmul(const Node& node) {

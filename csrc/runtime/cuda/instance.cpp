@@ -501,7 +501,13 @@ class InstanceBuilder {
       case ParamKind::Symbol: value = static_cast<uint64_t>(symbols_.at(p.symbol)); break;
       case ParamKind::InputStride: {
         const NodeId input = node.inputs[p.slot];
-        launch.externals.push_back({field, ExternalParam::Kind::InputStride, g_.node(input).input_position, p.dim});
+        if (placement(input) == Placement::Input) {
+          launch.externals.push_back({field, ExternalParam::Kind::InputStride, g_.node(input).input_position, p.dim});
+        } else {
+          // Memory of this instance (arena, constants, views of them, the caller's contiguous
+          // outputs): its strides are known now (attention reads every operand by strides).
+          value = static_cast<uint64_t>(in_.buffers[input].strides.at(p.dim));
+        }
         break;
       }
       case ParamKind::NodePointer:

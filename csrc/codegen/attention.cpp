@@ -1,0 +1,121 @@
+// The fused attention kernel (ir::NodeKind::Attention): the template text (attention.cuh, embedded
+// at build time) with its shapes, strides, element types and mask filled in.
+#include <cstdio>
+
+#include "codegen/kernel_writer.h"
+#include "ir/simplify.h"
+
+namespace luminal::embedded {
+// attention.cuh, embedded at build time (cmake/embed_text.cmake).
+extern const char kAttentionTemplate[];
+// attention_mma.cuh: the tensor-core variant (f16/bf16).
+extern const char kAttentionMmaTemplate[];
+}  // namespace luminal::embedded
+
+namespace luminal::codegen::detail {
+
+namespace {
+
+// Shared memory the template stages per block: a 16-query tile and 32-key K/V tiles.
+constexpr int64_t kQueryTile = 16, kKeyTile = 32;
+constexpr int64_t kMmaQueryTile = 64;  // attention_mma.cuh: 16 query rows per warp
+constexpr int64_t kMmaMaxHeadSize = 128;
+constexpr int64_t kStaticSharedBytes = 48 * 1024;
+
+// How a value of `dtype` becomes a number: the conversion applied to the stored element.
+const char* from_storage(DType dtype) {
+  switch (dtype) {
+    case DType::F16: return "lm_h2f";
+    case DType::BF16: return "lm_bf2f";
+    default: return "";
+  }
+}
+
+std::string double_literal(double value) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.17g", value);
+  return text;
+}
+
+int64_t static_size(const Expr& e, const char* what, const std::string& origin) {
+  const auto n = ir::as_int_const(e);
+  LUMINAL_CHECK(n && *n > 0, origin, ": the CUDA attention kernel needs a static ", what, ", got ", ir::to_string(e));
+  return *n;
+}
+
+}  // namespace
+
+// One block of 128 threads per (batch, head, tile of queries): attention.cuh (SIMT, 16 queries,
+// any dtype and head size) or, for f16/bf16 with head sizes multiples of 16 up to 128,
+// attention_mma.cuh (tensor cores, 64 queries). Operands are
+// read by their run-time strides (Layout::Strided: views read in place); a mask dimension of size
+// 1 is read with stride 0 (broadcast).
+Kernel KernelWriter::write_attention() {
+  const Node& q = node_;  // (for shapes: the output has q's batch, heads and queries)
+  const OperandInfo& key = operands_.at(1);
+  const OperandInfo& value = operands_.at(2);
+  const DType in = operands_.at(0).dtype;
+  const bool f64 = in == DType::F64;
+  const char* compute = f64 ? "double" : "float";
+  const int64_t head_size = static_size(operands_.at(0).shape[3], "head size", node_.origin);
+  const int64_t value_size = static_size(value.shape[3], "value head size", node_.origin);
+  const int64_t element = f64 ? 8 : 4;
+  const int64_t shared = (kQueryTile * head_size + kKeyTile * (head_size + 1) + kKeyTile * value_size) * element;
+  const bool stage = shared <= kStaticSharedBytes;
+  // Tensor cores (mma.sync m16n8k16) for half types whose head sizes are whole k-steps of 16.
+  const bool half = in == DType::F16 || in == DType::BF16;
+  const bool tensor_cores = half && head_size % 16 == 0 && value_size % 16 == 0 && head_size <= kMmaMaxHeadSize &&
+                            value_size <= kMmaMaxHeadSize;
+  const int64_t query_tile = tensor_cores ? kMmaQueryTile : kQueryTile;
+
+  Kernel kernel;
+  const Expr query_tiles = ir::floordiv(ir::add(q.shape[2], ir::int_const(query_tile - 1)), ir::int_const(query_tile));
+  kernel.outputs = ir::simplify(ir::mul(ir::mul(q.shape[0], q.shape[1]), query_tiles), {});
+  add_node_params();
+
+  std::ostringstream text;
+  text << params_declaration();
+  text << "__device__ __forceinline__ " << storage_type(node_.dtype) << " LM_KERNEL_store(" << compute
+       << " v) { return " << store_code(str_cat("(", value_type(node_.dtype), ")v")) << "; }\n";
+  std::string body = str_cat("\n", tensor_cores ? embedded::kAttentionMmaTemplate : embedded::kAttentionTemplate);
+  body = replace_all(body, "@MMA_TYPE@", in == DType::F16 ? "f16" : "bf16");
+  body = replace_all(body, "@TO_IN@", in == DType::F16 ? "lm_f2h" : "lm_f2bf");
+  body = replace_all(body, "@B@", shape_code(q.shape[0]));
+  body = replace_all(body, "@H@", shape_code(q.shape[1]));
+  body = replace_all(body, "@LQ@", shape_code(q.shape[2]));
+  body = replace_all(body, "@LK@", shape_code(key.shape[2]));
+  body = replace_all(body, "@HK@", shape_code(key.shape[1]));
+  body = replace_all(body, "@D@", std::to_string(head_size));
+  body = replace_all(body, "@DV@", std::to_string(value_size));
+  body = replace_all(body, "@STAGE@", stage ? "1" : "0");
+  body = replace_all(body, "@CAUSAL@", node_.attention_causal ? "true" : "false");
+  body = replace_all(body, "@SCALE@", double_literal(node_.attention_scale));
+  body = replace_all(body, "@T@", compute);
+  body = replace_all(body, "@IN_T@", storage_type(in));
+  body = replace_all(body, "@OUT_T@", storage_type(node_.dtype));
+  body = replace_all(body, "@FROM_IN@", from_storage(in));
+  body = replace_all(body, "@EXP@", f64 ? "exp" : "expf");
+  body = replace_all(body, "@NEG_INF@",
+                     f64 ? "-__longlong_as_double(0x7ff0000000000000LL)" : "-__int_as_float(0x7f800000)");
+  const char* names[] = {"Q", "K", "V", "M"};
+  for (int slot = 0; slot < static_cast<int>(operands_.size()); ++slot) {
+    const std::vector<std::string> strides = operand_strides(slot);
+    for (int d = 0; d < 4; ++d) {
+      std::string stride = strides.at(d);
+      // A broadcast mask dimension (size 1) is read at index 0 whatever its stride.
+      const auto size = ir::as_int_const(operands_[slot].shape[d]);
+      if (slot == 3 && size && *size == 1) stride = "0LL";
+      body = replace_all(body, str_cat("@", names[slot], "_S", d, "@"), stride);
+    }
+  }
+  const bool has_mask = operands_.size() > 3;
+  body = replace_all(body, "@HAS_MASK@", has_mask ? "1" : "0");
+  body = replace_all(body, "@MASK_BOOL@", has_mask && operands_[3].dtype == DType::Bool ? "1" : "0");
+  body = replace_all(body, "@FROM_MASK@", has_mask ? from_storage(operands_[3].dtype) : "");
+  for (int d = 0; d < 4 && !has_mask; ++d) body = replace_all(body, str_cat("@M_S", d, "@"), "0LL");
+  text << body;
+  name_and_finish(kernel, text.str());
+  return kernel;
+}
+
+}  // namespace luminal::codegen::detail
