@@ -80,13 +80,18 @@ def check_attention(
     v: torch.Tensor,
     mask: torch.Tensor | None = None,
     tolerance_scale: float = 4,
+    fused: bool = True,
     **options: Any,
 ) -> torch.Tensor:
+    """`fused`: torch dispatches sdpa to a fused kernel, which luminal translates to one node; where
+    torch picks its math path instead (CUDA float64, CUDA float32 with enable_gqa) the graph luminal
+    receives is already decomposed and has none."""
+
     def fn(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
         return F.scaled_dot_product_attention(a, b, c, attn_mask=m, **options)
 
     out, attentions = compile_and_count(fn, q, k, v, mask)
-    assert attentions == 1, "sdpa did not become one fused attention node"
+    assert attentions == (1 if fused else 0), f"{attentions} fused attention nodes (fused kernel expected: {fused})"
     expected = reference(q, k, v, mask, options.get("is_causal", False), options.get("scale"))
     assert_same(out, expected, tolerance_scale)
     assert not out.isnan().any()
@@ -119,7 +124,8 @@ def make_mask(kind: str, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | Non
 def test_attention_masks_and_dtypes(dtype: torch.dtype, mask: str, device: str) -> None:
     """(sdpa takes a mask or is_causal, not both; the fused kernels with both: below.)"""
     q, k, v = qkv(dtype, device)
-    check_attention(q, k, v, make_mask(mask, q, k), is_causal=mask == "causal")
+    fused = not (device == "cuda" and dtype == torch.float64)
+    check_attention(q, k, v, make_mask(mask, q, k), is_causal=mask == "causal", fused=fused)
 
 
 SHAPES = {
@@ -142,7 +148,7 @@ def test_attention_shapes(dtype: torch.dtype, shape: str, is_causal: bool, devic
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_attention_scale_argument(dtype: torch.dtype, device: str) -> None:
     q, k, v = qkv(dtype, device, queries=5, keys=6, head_size=16)
-    check_attention(q, k, v, scale=0.37)
+    check_attention(q, k, v, scale=0.37, fused=not (device == "cuda" and dtype == torch.float64))
 
 
 @pytest.mark.parametrize("mask_dtype", [torch.bool, torch.float32], ids=str)
@@ -174,7 +180,7 @@ def test_transposed_qkv_read_in_place(dtype: torch.dtype, device: str) -> None:
 def test_grouped_query_heads(device: str) -> None:
     q, k, v = qkv(torch.float32, device, heads=8, kv_heads=2, queries=9, keys=9, head_size=16)
     if "enable_gqa" in (F.scaled_dot_product_attention.__doc__ or ""):
-        check_attention(q, k, v, is_causal=True, enable_gqa=True)
+        check_attention(q, k, v, is_causal=True, enable_gqa=True, fused=device == "cpu")
 
     def hf_style(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         # transformers' repeat_kv: every key/value head expanded over its group of query heads.
@@ -225,6 +231,8 @@ def test_each_fused_kernel_translates(call: Callable[..., Any], masked: bool, de
     kernel allows it (the flash kernels need Dv == D)."""
     if masked and call.__name__ == "flash":
         masked = False  # the flash kernel takes no mask
+    if device == "cuda" and call.__name__ == "flash":
+        pytest.skip("torch.export cannot serialize a direct CUDA _scaled_dot_product_flash_attention call with a scale")
     value_size = 24 if call.__name__.startswith("flash") else 40
     q, k, v = qkv(torch.float32, device, queries=6, keys=10, head_size=24, value_size=value_size)
     mask = rand(2, 1, 6, 10, device=device, low=-1, high=0) if masked else None
