@@ -2,6 +2,7 @@
 // are Graph::to_string() text: a change in what a pass does shows up as a readable diff.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -201,4 +202,34 @@ return %2)");
   EXPECT_EQ(text(passes::eliminate_dead_code(fused)), R"(%0: f32[3] = input user #0 "in0"
 %1: f32[3] = pointwise(%0) { add(exp(load0[i0]), neg(exp(load0[i0]))) }  # test
 return %1)");
+}
+
+// A convolution (ir::Convolution) stays whole: its pointwise producer is not inlined into it, nor is
+// it inlined into its consumer, so a library can still compute it from its operands; and verify()
+// refuses a convolution whose body is no longer the one its parameters describe.
+TEST(PassGolden, ConvolutionStaysWhole) {
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(1), int_const(2), int_const(5)});
+  const NodeId w = f.input(DType::F32, {int_const(3), int_const(2), int_const(2)});
+  const NodeId relu = unary_op(f, x, ExprOp::Relu);
+  const Expr product = mul(load(0, DType::F32, {loop_var(0), reduce_var(0), add(loop_var(2), reduce_var(1))}),
+                           load(1, DType::F32, {loop_var(1), reduce_var(0), reduce_var(1)}));
+  const NodeId conv = f.b().reduce(DType::F32, {int_const(1), int_const(3), int_const(4)}, {relu, w}, product,
+                                   ReduceOp::Sum, {int_const(2), int_const(2)});
+  Node& node = f.graph().node(conv);
+  node.convolution = std::make_shared<const Convolution>(Convolution{{1}, {0}, {1}, 1, node.body});
+  f.output(scaled(f, conv, 2.0));
+  const Graph optimized = passes::optimize(f.graph(), passes::OptimizeOptions{});
+  size_t convolutions = 0;
+  for (const Node& n : optimized.nodes()) {
+    if (!n.convolution) continue;
+    ++convolutions;
+    EXPECT_EQ(optimized.node(n.inputs[0]).kind, NodeKind::Pointwise);  // the relu, still its own node
+    EXPECT_NE(text(optimized).find("[convolution stride [1], padding [0], dilation [1], groups 1]"), std::string::npos);
+  }
+  EXPECT_EQ(convolutions, 1u) << text(optimized);
+
+  Graph changed = f.graph();
+  changed.node(conv).body = add(changed.node(conv).body, float_const(0.5, DType::F32));
+  EXPECT_THROW(changed.verify(), Error);
 }

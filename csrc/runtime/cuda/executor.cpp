@@ -174,6 +174,12 @@ void Executor::load_module(const CallContext& context) {
   state->device = context.device;
   state->context = use_primary_context(context.device);
   state->arch = arch_of(context.device);
+  // The tensor-core attention kernel traps below sm_80 (which would end the CUDA context): refuse
+  // the device instead, with an error the caller can fall back on.
+  LUMINAL_CHECK(program_->module_source.find("mma.sync") == std::string::npos || state->arch >= "sm_80" ||
+                    state->arch.size() > 5,
+                "this graph's tensor-core attention kernel needs a GPU of compute capability 8.0 or newer; the device is ",
+                state->arch);
   dump_kernels(program_->module_source);
   const std::string cubin = cuda::compile_to_cubin(program_->module_source, state->arch);
   LUMINAL_CU(api.cuModuleLoadData(&state->module, cubin.data()));

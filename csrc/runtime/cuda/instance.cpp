@@ -1,6 +1,7 @@
 #include "runtime/cuda/instance.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 
@@ -311,15 +312,16 @@ class InstanceBuilder {
         continue;
       }
       try {
-        Instance::LibraryConvolution call = library_convolution(*problem, settings->search);
-        call.step = s;
-        size_t need = call.library->workspace_bytes();
-        if (call.widen) {
-          call.narrow_offset = align_to_arena(need, "the convolution workspace");
-          need = checked_add(call.narrow_offset, node_bytes_[node.id] / 2, "the convolution workspace");
+        for (Instance::LibraryConvolution& call : library_convolutions(*problem, settings->search)) {
+          call.step = s;
+          size_t need = call.library->workspace_bytes();
+          if (call.widen) {
+            call.narrow_offset = align_to_arena(need, "the convolution workspace");
+            need = checked_add(call.narrow_offset, node_bytes_[node.id] / 2, "the convolution workspace");
+          }
+          workspace = std::max(workspace, need);
+          in_.convolutions.push_back(std::move(call));
         }
-        workspace = std::max(workspace, need);
-        in_.convolutions.push_back(std::move(call));
       } catch (const Error& error) {
         const std::string reason = error.what();
         in_.choices.push_back(str_cat(describe_step(node), ": generated kernel (cuDNN declined: ",
@@ -329,25 +331,55 @@ class InstanceBuilder {
     return workspace;
   }
 
-  // cuDNN's plans for `problem`; for half-precision inputs, when no engine writes the float32
-  // output, plans writing the input's dtype (widened after). Raises the first refusal otherwise.
-  static Instance::LibraryConvolution library_convolution(const cuda::ConvolutionProblem& problem, bool search) {
+  // cuDNN's plans for `problem`: writing its float32 output, and for half-precision inputs also
+  // writing the input's dtype (widened after), which other engines take (both are timed; rules
+  // only: the first that cuDNN takes). Raises the first refusal when cuDNN takes neither.
+  static std::vector<Instance::LibraryConvolution> library_convolutions(const cuda::ConvolutionProblem& problem,
+                                                                         bool search) {
     constexpr size_t kCandidates = 8;
     const size_t candidates = search ? kCandidates : 1;
-    try {
-      return Instance::LibraryConvolution{0, std::make_unique<cuda::CudnnConvolution>(problem, candidates)};
-    } catch (const Error&) {
-      if (problem.dtype != DType::F16 && problem.dtype != DType::BF16) throw;
-      cuda::ConvolutionProblem narrow = problem;
-      narrow.out_dtype = problem.dtype;
+    std::vector<Instance::LibraryConvolution> forms;
+    std::string first_refusal;
+    for (const bool widen : {false, true}) {
+      if (widen && ((problem.dtype != DType::F16 && problem.dtype != DType::BF16) || (!search && !forms.empty()))) break;
+      cuda::ConvolutionProblem form = problem;
+      if (widen) form.out_dtype = problem.dtype;
       try {
-        Instance::LibraryConvolution call{0, std::make_unique<cuda::CudnnConvolution>(narrow, candidates)};
-        call.widen = true;
-        return call;
-      } catch (const Error&) {
+        forms.push_back(Instance::LibraryConvolution{0, std::make_unique<cuda::CudnnConvolution>(form, candidates)});
+        forms.back().widen = widen;
+      } catch (const Error& error) {
+        if (first_refusal.empty()) first_refusal = error.what();
       }
+    }
+    if (forms.empty()) fail(first_refusal);
+    return forms;
+  }
+
+  // Milliseconds per run of `run_once` on the instance's stream (a warm-up, then 3 runs).
+  template <typename Run>
+  float time_runs(const Run& run_once) {
+    const cuda::DriverApi& api = cuda::driver();
+    const CUstream stream = static_cast<CUstream>(context_.stream);
+    CUevent start = nullptr, end = nullptr;
+    LUMINAL_CU(api.cuEventCreate(&start, CU_EVENT_DEFAULT));
+    LUMINAL_CU(api.cuEventCreate(&end, CU_EVENT_DEFAULT));
+    float ms = 0;
+    try {
+      run_once();
+      LUMINAL_CU(api.cuEventRecord(start, stream));
+      for (int repeat = 0; repeat < 3; ++repeat) run_once();
+      LUMINAL_CU(api.cuEventRecord(end, stream));
+      ++host_syncs_;
+      LUMINAL_CU(api.cuEventSynchronize(end));
+      LUMINAL_CU(api.cuEventElapsedTime(&ms, start, end));
+    } catch (...) {
+      api.cuEventDestroy(start);
+      api.cuEventDestroy(end);
       throw;
     }
+    api.cuEventDestroy(start);
+    api.cuEventDestroy(end);
+    return ms / 3;
   }
 
   // Milliseconds per run of step `s`'s generated kernels on the instance's buffers (a warm-up, then
@@ -366,7 +398,7 @@ class InstanceBuilder {
     }
     if (runs.empty()) return std::nullopt;
     const CUstream stream = static_cast<CUstream>(context_.stream);
-    const auto run_all = [&] {
+    return time_runs([&] {
       for (auto& [launch, fields] : runs) {
         void* args[] = {fields.data()};
         const CUDA_KERNEL_NODE_PARAMS p =
@@ -374,77 +406,75 @@ class InstanceBuilder {
         LUMINAL_CU(api.cuLaunchKernel(p.func, p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY,
                                       p.blockDimZ, 0, stream, p.kernelParams, nullptr));
       }
-    };
-    CUevent start = nullptr, end = nullptr;
-    LUMINAL_CU(api.cuEventCreate(&start, CU_EVENT_DEFAULT));
-    LUMINAL_CU(api.cuEventCreate(&end, CU_EVENT_DEFAULT));
-    float ms = 0;
-    try {
-      run_all();
-      LUMINAL_CU(api.cuEventRecord(start, stream));
-      for (int repeat = 0; repeat < 3; ++repeat) run_all();
-      LUMINAL_CU(api.cuEventRecord(end, stream));
-      ++host_syncs_;
-      LUMINAL_CU(api.cuEventSynchronize(end));
-      LUMINAL_CU(api.cuEventElapsedTime(&ms, start, end));
-    } catch (...) {
-      api.cuEventDestroy(start);
-      api.cuEventDestroy(end);
-      throw;
-    }
-    api.cuEventDestroy(start);
-    api.cuEventDestroy(end);
-    return ms / 3;
+    });
   }
 
-  // Keeps cuDNN or the generated kernel for each convolution cuDNN took: the faster as measured on
-  // this device with this call's shapes (LUMINAL_SEARCH=0: cuDNN by rule; LUMINAL_CONVOLUTION=cudnn:
-  // cuDNN). The runs write only the step's own output and the workspace, before any call.
+  // Keeps, for each convolution cuDNN took, the fastest of its cuDNN forms and the generated kernel
+  // as measured on this device with this call's shapes (LUMINAL_SEARCH=0: cuDNN's first form by
+  // rule; LUMINAL_CONVOLUTION=cudnn: the faster cuDNN form). The timing runs write only the step's
+  // own output and the workspace, before any call.
   void choose_convolutions() {
     const std::shared_ptr<const Config> settings = config();
-    const CUstream stream = static_cast<CUstream>(context_.stream);
-    std::vector<Instance::LibraryConvolution> kept;
-    for (Instance::LibraryConvolution& call : in_.convolutions) {
-      const Node& node = g_.node(steps()[call.step].node);
-      const Buffer &x = in_.buffers[node.inputs[0]], &w = in_.buffers[node.inputs[1]], &y = in_.buffers[node.id];
-      const int alignment = std::min({alignment_of(x.ptr), alignment_of(w.ptr), alignment_of(y.ptr)});
-      if (alignment < call.library->problem().alignment || product(y.sizes) == 0) continue;
-      void* const out = call.widen ? static_cast<char*>(in_.workspace) + call.narrow_offset : reinterpret_cast<void*>(y.ptr);
-      const auto run_library = [&] {
-        return call.library->select_fastest(reinterpret_cast<const void*>(x.ptr), reinterpret_cast<const void*>(w.ptr),
-                                            out, in_.workspace, stream, host_syncs_);
-      };
-      bool use_library = true;
-      std::string times;
-      if (settings->search) {
-        const float library_ms = run_library();
-        times = str_cat(call.library->chosen_name(), " ", library_ms, " ms");
-        if (settings->convolution == ConvolutionChoice::Measured) {
-          if (const std::optional<float> generated_ms = time_generated(call.step)) {
-            use_library = library_ms <= *generated_ms;
-            times += str_cat(", generated kernel ", *generated_ms, " ms");
-          }
-        }
-      } else {
-        times = str_cat(call.library->chosen_name(), ", by rule");
-      }
-      in_.choices.push_back(str_cat(describe_step(node), ": ", use_library ? "cuDNN" : "generated kernel", " (",
-                                    times, call.widen ? ", cuDNN writes the input's dtype, widened after" : "", ")"));
-      if (!use_library) continue;
-      in_.launches.erase(std::remove_if(in_.launches.begin(), in_.launches.end(),
-                                        [&](const Instance::Launch& launch) { return launch.step == call.step; }),
-                         in_.launches.end());
-      for (const NodeId operand : node.inputs) {
-        if (placement(operand) == Placement::Input) {
-          in_.parameter_pointers.emplace_back(g_.node(operand).input_position, in_.buffers[operand].ptr);
-        }
-      }
-      kept.push_back(std::move(call));
+    std::vector<Instance::LibraryConvolution> forms = std::move(in_.convolutions);
+    in_.convolutions.clear();
+    for (size_t first = 0; first < forms.size();) {
+      size_t last = first;
+      while (last < forms.size() && forms[last].step == forms[first].step) ++last;
+      choose_convolution(forms, first, last, *settings);
+      first = last;
     }
-    in_.convolutions = std::move(kept);
     // The timing runs read intermediates no step has written yet: a check they tripped is no error.
     LUMINAL_CU(cuda::driver().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(in_.error_record.get()), 0,
-                                              4 * sizeof(int64_t), stream));
+                                              4 * sizeof(int64_t), static_cast<CUstream>(context_.stream)));
+  }
+
+  // One convolution step: forms[first, last) are its cuDNN forms.
+  void choose_convolution(std::vector<Instance::LibraryConvolution>& forms, size_t first, size_t last,
+                          const Config& settings) {
+    const size_t step = forms[first].step;
+    const Node& node = g_.node(steps()[step].node);
+    const CUstream stream = static_cast<CUstream>(context_.stream);
+    const Buffer &x = in_.buffers[node.inputs[0]], &w = in_.buffers[node.inputs[1]], &y = in_.buffers[node.id];
+    if (product(y.sizes) == 0) return;
+    const int alignment = std::min({alignment_of(x.ptr), alignment_of(w.ptr), alignment_of(y.ptr)});
+    std::optional<size_t> best;
+    float best_ms = std::numeric_limits<float>::max();
+    std::string times;
+    for (size_t f = first; f < last; ++f) {
+      Instance::LibraryConvolution& call = forms[f];
+      if (alignment < call.library->problem().alignment) continue;
+      if (!settings.search) {
+        best = f;
+        times = str_cat(call.library->chosen_name(), ", by rule");
+        break;
+      }
+      void* const out = call.widen ? static_cast<char*>(in_.workspace) + call.narrow_offset : reinterpret_cast<void*>(y.ptr);
+      call.library->select_fastest(reinterpret_cast<const void*>(x.ptr), reinterpret_cast<const void*>(w.ptr), out,
+                                   in_.workspace, stream, host_syncs_);
+      const float ms = time_runs([&] { run_library_convolution(in_, call, node, device_, stream); });
+      times += str_cat(times.empty() ? "" : ", ", call.library->chosen_name(), call.widen ? " then widened " : " ", ms,
+                       " ms");
+      if (ms < best_ms) best_ms = ms, best = f;
+    }
+    bool use_library = best.has_value();
+    if (best && settings.search && settings.convolution == ConvolutionChoice::Measured) {
+      if (const std::optional<float> generated_ms = time_generated(step)) {
+        use_library = best_ms <= *generated_ms;
+        times += str_cat(", generated kernel ", *generated_ms, " ms");
+      }
+    }
+    in_.choices.push_back(str_cat(describe_step(node), ": ", use_library ? "cuDNN" : "generated kernel", " (",
+                                  best ? times : "cuDNN's plans need more aligned operands", ")"));
+    if (!use_library) return;
+    in_.launches.erase(std::remove_if(in_.launches.begin(), in_.launches.end(),
+                                      [&](const Instance::Launch& launch) { return launch.step == step; }),
+                       in_.launches.end());
+    for (const NodeId operand : node.inputs) {
+      if (placement(operand) == Placement::Input) {
+        in_.parameter_pointers.emplace_back(g_.node(operand).input_position, in_.buffers[operand].ptr);
+      }
+    }
+    in_.convolutions.push_back(std::move(forms[*best]));
   }
 
   // Arena: intermediates by liveness, then the library workspace (live throughout).
