@@ -6,6 +6,7 @@
 // default search path. Every call is checked; failures raise luminal::Error naming the call.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -141,6 +142,14 @@ const CublasLtApi& cublaslt();
 #if LUMINAL_HAVE_CUDNN
 const CudnnApi& cudnn();
 #endif
+
+// The largest power of two, up to 256, that divides the address: the alignment a library's kernels
+// (cuBLASLt, cuDNN) may assume for it.
+inline int pointer_alignment(uintptr_t address) {
+  int alignment = 1;
+  while (alignment < 256 && address % (alignment * 2) == 0) alignment *= 2;
+  return alignment;
+}
 
 // True when the driver loads and reports at least one device (never raises).
 bool device_available();

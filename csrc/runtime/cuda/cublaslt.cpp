@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "common/error.h"
+#include "runtime/cuda/timing.h"
 
 namespace luminal::cuda {
 
@@ -21,13 +22,7 @@ cublasLtHandle_t handle() {
   return h;
 }
 
-// The largest power of two (up to 256) that divides the address: what cuBLASLt's kernels may assume.
-int alignment_of(const void* pointer) {
-  const auto address = reinterpret_cast<uintptr_t>(pointer);
-  int alignment = 1;
-  while (alignment < 256 && address % (alignment * 2) == 0) alignment *= 2;
-  return alignment;
-}
+int alignment_of(const void* pointer) { return pointer_alignment(reinterpret_cast<uintptr_t>(pointer)); }
 
 cudaDataType_t data_type(DType dtype) {
   switch (dtype) {
@@ -171,35 +166,23 @@ Matmul::Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOpe
 size_t Matmul::select_fastest(void* out, void* workspace, CUstream stream) {
   if (d_->candidates.size() < 2) return 0;
   size_t syncs = 0;
-  const DriverApi& api = driver();
-  CUevent start = nullptr, end = nullptr;
-  check(api.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
-  check(api.cuEventCreate(&end, CU_EVENT_DEFAULT), "cuEventCreate");
   float best = std::numeric_limits<float>::max();
   std::optional<size_t> best_index;
   std::string last_failure;
   for (size_t i = 0; i < d_->candidates.size(); ++i) {
     d_->chosen = i;
+    float ms = 0;
     try {
-      run(out, workspace, stream);  // warm-up
-      check(api.cuEventRecord(start, stream), "cuEventRecord");
-      for (int repeat = 0; repeat < 3; ++repeat) run(out, workspace, stream);
-      check(api.cuEventRecord(end, stream), "cuEventRecord");
-      ++syncs;
-      check(api.cuEventSynchronize(end), "cuEventSynchronize");
+      ms = time_on_stream(stream, 3, syncs, [&] { run(out, workspace, stream); });
     } catch (const Error& error) {
       last_failure = error.what();
       continue;  // a candidate that fails to launch is simply not chosen
     }
-    float ms = 0;
-    check(api.cuEventElapsedTime(&ms, start, end), "cuEventElapsedTime");
     if (ms < best) {
       best = ms;
       best_index = i;
     }
   }
-  api.cuEventDestroy(start);
-  api.cuEventDestroy(end);
   // Keeping a candidate that failed would only fail later, inside a captured CUDA graph.
   LUMINAL_CHECK(best_index.has_value(), "every cuBLASLt algorithm failed to run ", describe(out), ": ", last_failure);
   d_->chosen = *best_index;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "runtime/cuda/timing.h"
 
 namespace luminal::cuda {
 
@@ -335,8 +336,6 @@ CudnnConvolution::CudnnConvolution(const ConvolutionProblem& problem, size_t max
 
 CudnnConvolution::~CudnnConvolution() = default;
 
-size_t CudnnConvolution::candidates() const { return plans_->candidates.size(); }
-
 void CudnnConvolution::run(const void* x, const void* w, void* y, void* workspace, CUstream stream) const {
   const Plans::Candidate& chosen = plans_->candidates.at(plans_->chosen);
   Descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
@@ -357,38 +356,26 @@ void CudnnConvolution::run(const void* x, const void* w, void* y, void* workspac
 
 float CudnnConvolution::select_fastest(const void* x, const void* w, void* y, void* workspace, CUstream stream,
                                        size_t& syncs) {
-  const DriverApi& api = driver();
-  CUevent start = nullptr, end = nullptr;
-  LUMINAL_CU(api.cuEventCreate(&start, CU_EVENT_DEFAULT));
-  LUMINAL_CU(api.cuEventCreate(&end, CU_EVENT_DEFAULT));
   float best = std::numeric_limits<float>::max();
   std::optional<size_t> best_index;
   std::string last_failure;
   for (size_t i = 0; i < plans_->candidates.size(); ++i) {
     plans_->chosen = i;
+    float ms = 0;
     try {
-      run(x, w, y, workspace, stream);  // warm-up
-      LUMINAL_CU(api.cuEventRecord(start, stream));
-      for (int repeat = 0; repeat < 3; ++repeat) run(x, w, y, workspace, stream);
-      LUMINAL_CU(api.cuEventRecord(end, stream));
-      ++syncs;
-      LUMINAL_CU(api.cuEventSynchronize(end));
+      ms = time_on_stream(stream, 3, syncs, [&] { run(x, w, y, workspace, stream); });
     } catch (const Error& error) {
       last_failure = error.what();
       continue;  // a candidate that fails to run is simply not chosen
     }
-    float ms = 0;
-    LUMINAL_CU(api.cuEventElapsedTime(&ms, start, end));
     if (ms < best) {
       best = ms;
       best_index = i;
     }
   }
-  api.cuEventDestroy(start);
-  api.cuEventDestroy(end);
   LUMINAL_CHECK(best_index.has_value(), "every cuDNN engine failed to run the ", describe(problem_), ": ", last_failure);
   plans_->chosen = *best_index;
-  return best / 3;
+  return best;
 }
 
 std::string CudnnConvolution::chosen_name() const {
@@ -404,7 +391,6 @@ CudnnConvolution::CudnnConvolution(const ConvolutionProblem& problem, size_t)
   fail("this build of luminal has no cuDNN support (its headers were not found at build time)");
 }
 CudnnConvolution::~CudnnConvolution() = default;
-size_t CudnnConvolution::candidates() const { return 0; }
 void CudnnConvolution::run(const void*, const void*, void*, void*, CUstream) const {
   fail("this build of luminal has no cuDNN support");
 }

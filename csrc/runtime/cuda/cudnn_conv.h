@@ -41,7 +41,6 @@ class CudnnConvolution {
 
   // The largest workspace any candidate needs.
   size_t workspace_bytes() const { return workspace_bytes_; }
-  size_t candidates() const;
   // Times every candidate (a warm-up, then 3 runs) on `stream` and keeps the fastest. Returns its
   // time per run in milliseconds; adds the host waits it cost to `syncs`.
   float select_fastest(const void* x, const void* w, void* y, void* workspace, CUstream stream, size_t& syncs);
