@@ -67,8 +67,10 @@ def test_group_norm(dtype: torch.dtype, shape, groups: int, device: str) -> None
         check(norm, rand(*shape, dtype=dtype, device=device), tolerance_scale=8)
 
 
-def test_luminal_decompositions_match_torch() -> None:
-    from luminal.decompositions import _efficient_attention, _fused_rms_norm
+def test_rms_norm_decomposition_matches_torch() -> None:
+    """(The fused attention kernels are no longer decomposed in Python: they translate to one
+    attention node, which tests/test_fused_attention.py checks against eager and a float64 reference.)"""
+    from luminal.decompositions import _fused_rms_norm
 
     x, w = rand(3, 5, 8), rand(8)
     expected = torch.nn.functional.rms_norm(x, [8], w, 1e-6)
@@ -77,12 +79,6 @@ def test_luminal_decompositions_match_torch() -> None:
     torch.testing.assert_close(
         _fused_rms_norm(xb, [8], w.bfloat16(), None)[0], torch.nn.functional.rms_norm(xb, [8], w.bfloat16())
     )
-    q, k, v = rand(2, 3, 6, 4), rand(2, 3, 7, 4), rand(2, 3, 7, 4)
-    bias = rand(6, 7)
-    for causal, attn_bias in ((True, None), (False, bias), (False, None)):
-        expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_bias, is_causal=causal)
-        actual = _efficient_attention(q, k, v, attn_bias, True, 0.0, causal)[0]
-        torch.testing.assert_close(actual, expected)
 
 
 def test_fused_rms_norm_compiles(device: str) -> None:
