@@ -14,6 +14,7 @@ import torch
 from dlrm_bench import CONFIGS, make_workload
 
 import luminal
+from luminal.settings import reload as reload_settings
 
 
 def main() -> None:
@@ -30,7 +31,8 @@ def main() -> None:
             compiled(*inputs)
         torch.cuda.synchronize()
         print(f"--- {args.config}, batch {args.batch}: one profiled call", flush=True)
-        os.environ["LUMINAL_PROFILE"] = "1"  # read on every call
+        os.environ["LUMINAL_PROFILE"] = "1"
+        reload_settings()  # the core reads its configuration once, until told to read it again
         # A sleeping kernel first lets the host queue every step before the GPU reaches them, so that
         # the per-step events time the GPU's work and not the host's launch latency.
         torch.cuda._sleep(50_000_000)

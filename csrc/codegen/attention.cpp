@@ -10,6 +10,10 @@ namespace luminal::embedded {
 extern const char kAttentionTemplate[];
 // attention_mma.cuh: the tensor-core variant (f16/bf16).
 extern const char kAttentionMmaTemplate[];
+// attention_tf32.cuh: the tensor-core variant for f32 (3xTF32).
+extern const char kAttentionTf32Template[];
+// attention_async.cuh: tile staging shared by the two tensor-core variants.
+extern const char kAttentionAsyncHelpers[];
 }  // namespace luminal::embedded
 
 namespace luminal::codegen::detail {
@@ -18,7 +22,7 @@ namespace {
 
 // Shared memory the template stages per block: a 16-query tile and 32-key K/V tiles.
 constexpr int64_t kQueryTile = 16, kKeyTile = 32;
-constexpr int64_t kMmaQueryTile = 64;  // attention_mma.cuh: 16 query rows per warp
+constexpr int64_t kMmaQueryTile = 64;  // attention_mma.cuh, attention_tf32.cuh: 16 query rows per warp
 constexpr int64_t kMmaMaxHeadSize = 128;
 constexpr int64_t kStaticSharedBytes = 48 * 1024;
 
@@ -45,10 +49,11 @@ int64_t static_size(const Expr& e, const char* what, const std::string& origin) 
 
 }  // namespace
 
-// One block of 128 threads per (batch, head, tile of queries): attention.cuh (SIMT, 16 queries,
-// any dtype and head size) or, for f16/bf16 with head sizes multiples of 16 up to 128,
-// attention_mma.cuh (tensor cores, 64 queries). Operands are
-// read by their run-time strides (Layout::Strided: views read in place); a mask dimension of size
+// One block of 128 threads per (batch, head, tile of queries): on tensor cores with 64 queries,
+// attention_mma.cuh for f16/bf16 with head sizes multiples of 16 up to 128 and attention_tf32.cuh
+// for f32 with head sizes multiples of 8 up to 128 (both after attention_async.cuh); otherwise
+// attention.cuh (SIMT, 16 queries, any dtype and head size). Operands are read by their run-time
+// strides (Layout::Strided: views read in place); a mask dimension of size
 // 1 is read with stride 0 (broadcast).
 Kernel KernelWriter::write_attention() {
   const Node& q = node_;  // (for shapes: the output has q's batch, heads and queries)
@@ -62,10 +67,12 @@ Kernel KernelWriter::write_attention() {
   const int64_t element = f64 ? 8 : 4;
   const int64_t shared = (kQueryTile * head_size + kKeyTile * (head_size + 1) + kKeyTile * value_size) * element;
   const bool stage = shared <= kStaticSharedBytes;
-  // Tensor cores (mma.sync m16n8k16) for half types whose head sizes are whole k-steps of 16.
+  // Tensor cores (mma.sync) for half types whose head sizes are whole k-steps of 16 (m16n8k16),
+  // and for f32 whose head sizes are whole k-steps of 8 (m16n8k8, 3xTF32); f64 stays SIMT.
   const bool half = in == DType::F16 || in == DType::BF16;
-  const bool tensor_cores = half && head_size % 16 == 0 && value_size % 16 == 0 && head_size <= kMmaMaxHeadSize &&
-                            value_size <= kMmaMaxHeadSize;
+  const int64_t k_step = half ? 16 : 8;
+  const bool tensor_cores = (half || in == DType::F32) && head_size % k_step == 0 && value_size % k_step == 0 &&
+                            head_size <= kMmaMaxHeadSize && value_size <= kMmaMaxHeadSize;
   const int64_t query_tile = tensor_cores ? kMmaQueryTile : kQueryTile;
 
   Kernel kernel;
@@ -77,7 +84,9 @@ Kernel KernelWriter::write_attention() {
   text << params_declaration();
   text << "__device__ __forceinline__ " << storage_type(node_.dtype) << " LM_KERNEL_store(" << compute
        << " v) { return " << store_code(str_cat("(", value_type(node_.dtype), ")v")) << "; }\n";
-  std::string body = str_cat("\n", tensor_cores ? embedded::kAttentionMmaTemplate : embedded::kAttentionTemplate);
+  const char* const tensor_core_template = half ? embedded::kAttentionMmaTemplate : embedded::kAttentionTf32Template;
+  std::string body = tensor_cores ? str_cat("\n", embedded::kAttentionAsyncHelpers, "\n", tensor_core_template)
+                                  : str_cat("\n", embedded::kAttentionTemplate);
   body = replace_all(body, "@MMA_TYPE@", in == DType::F16 ? "f16" : "bf16");
   body = replace_all(body, "@TO_IN@", in == DType::F16 ? "lm_f2h" : "lm_f2bf");
   body = replace_all(body, "@B@", shape_code(q.shape[0]));
