@@ -89,11 +89,12 @@ void translate_convolution(Context& ctx, const pt2::Node& node) {
   const NodeId result =
       b.convolution(out, out_shape, x, w, product, extents, ir::Convolution{stride, padding, dilation, groups, nullptr});
   // With a bias, round(round(conv) + bias) in the output's dtype, as torch's cuDNN path
-  // (output.add_(bias)) computes half-precision convolutions.
+  // (output.add_(bias)) computes half-precision convolutions; without, a plain copy (in the
+  // output's dtype: no widening and rounding back that consumers would inline).
   std::vector<Operand> operands{Operand::of(result)};
   const std::optional<NodeId> bias = ctx.optional_tensor(node, "bias");
   if (bias) operands.push_back(Operand::of(b.per_channel(*bias, xs.size())));
-  ctx.set_output(node, b.elementwise(operands, acc, out, [&](const std::vector<Expr>& v) {
+  ctx.set_output(node, b.elementwise(operands, bias ? acc : out, out, [&](const std::vector<Expr>& v) {
     return bias ? ir::add(v[0], v[1]) : v[0];
   }));
 }
