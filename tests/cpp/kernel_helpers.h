@@ -57,8 +57,9 @@ inline ir::NodeId conv1d(GraphFixture& f, DType dtype, int64_t batch, int64_t ch
   const ir::Expr product =
       ir::mul(ir::cast(ir::load(0, dtype, {ir::loop_var(0), c, ir::add(ir::loop_var(2), r)}), acc),
               ir::cast(ir::load(1, dtype, {ir::loop_var(1), c, r}), acc));
-  return f.b().convolution(dtype, {int_const(batch), int_const(filters), int_const(length - kernel + 1)}, x, w,
-                           product, {int_const(channels), int_const(kernel)}, ir::Convolution{{1}, {0}, {1}, 1, nullptr});
+  const ir::Shape out{int_const(batch), int_const(filters), int_const(length - kernel + 1)};
+  return f.b().convolution(dtype, out, x, w, product, {int_const(channels), int_const(kernel)},
+                           ir::Convolution{{1}, {0}, {1}, 1, nullptr});
 }
 
 }  // namespace luminal::testing

@@ -20,7 +20,7 @@ using luminal::testing::conv1d;
 
 namespace {
 
-// The body dtype of `node` after verify() has run on the graph: throws when verify refuses it.
+// Makes `id` the graph's output and verifies the graph (throws what verify() raises).
 void verify_with_output(GraphFixture& f, NodeId id) {
   f.output(id);
   f.graph().verify();
@@ -86,7 +86,8 @@ TEST(ConvolutionIR, CpuSumsWideAndRoundsOnce) {
   f.output(conv);
   const std::vector<uint16_t> x{float_to_bf16_bits(256.0f), float_to_bf16_bits(1.0f), float_to_bf16_bits(1.0f)};
   const std::vector<uint16_t> w(3, float_to_bf16_bits(1.0f));
-  const auto out = f.run({Host::of<uint16_t>(DType::BF16, {1, 3, 1}, x), Host::of<uint16_t>(DType::BF16, {1, 3, 1}, w)});
+  const auto out =
+      f.run({Host::of<uint16_t>(DType::BF16, {1, 3, 1}, x), Host::of<uint16_t>(DType::BF16, {1, 3, 1}, w)});
   ASSERT_EQ(out[0].dtype, DType::BF16);
   EXPECT_EQ(bf16_bits_to_float(out[0].data<uint16_t>()[0]), 258.0f);
 }
@@ -98,7 +99,9 @@ TEST(ConvolutionIR, CpuHalfConvolutionMatchesAReferenceRoundedOnce) {
     constexpr int64_t N = 2, C = 3, K = 4, L = 7, R = 3, O = L - R + 1;
     f.output(conv1d(f, dtype, N, C, K, L, R));
     const auto to_bits = [&](float v) { return dtype == DType::BF16 ? float_to_bf16_bits(v) : float_to_half_bits(v); };
-    const auto to_float = [&](uint16_t b) { return dtype == DType::BF16 ? bf16_bits_to_float(b) : half_bits_to_float(b); };
+    const auto to_float = [&](uint16_t b) {
+      return dtype == DType::BF16 ? bf16_bits_to_float(b) : half_bits_to_float(b);
+    };
     std::vector<uint16_t> x(N * C * L), w(K * C * R);
     for (size_t i = 0; i < x.size(); ++i) x[i] = to_bits(std::sin(0.7f * static_cast<float>(i)) * 3.0f);
     for (size_t i = 0; i < w.size(); ++i) w[i] = to_bits(std::cos(1.3f * static_cast<float>(i)));
@@ -113,7 +116,8 @@ TEST(ConvolutionIR, CpuHalfConvolutionMatchesAReferenceRoundedOnce) {
             }
           }
           const uint16_t got = out[0].data<uint16_t>()[(n * K + k) * O + o];
-          EXPECT_EQ(got, to_bits(static_cast<float>(sum))) << dtype_name(dtype) << " at " << n << ", " << k << ", " << o;
+          EXPECT_EQ(got, to_bits(static_cast<float>(sum)))
+              << dtype_name(dtype) << " at " << n << ", " << k << ", " << o;
         }
       }
     }
