@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import check, non_contiguous, rand
+from helpers import assert_same, capturing_backend, check, non_contiguous, rand
 
 CONV2D = [
     dict(stride=1, padding=0, dilation=1, groups=1),
@@ -33,6 +33,40 @@ def test_conv_dtypes(dtype: torch.dtype, device: str) -> None:
     conv = torch.nn.Conv1d(3, 5, 3, padding=1).to(device=device, dtype=dtype)
     with torch.no_grad():
         check(conv, rand(2, 3, 11, dtype=dtype, device=device), tolerance_scale=8)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_half_convolutions_store_their_dtype(dtype: torch.dtype, device: str) -> None:
+    """A half-precision convolution is one node of its input's dtype (summed in float32, rounded
+    once, as eager), read by the batch norm, ReLU and residual after it; with and without bias."""
+    if device == "cpu" and dtype == torch.float16:
+        pytest.skip("eager has no CPU float16 convolution to compare with")
+    block = torch.nn.Sequential(
+        torch.nn.Conv2d(6, 6, 3, padding=1),
+        torch.nn.BatchNorm2d(6),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(6, 6, 1, bias=False),
+    )
+    block = block.to(device=device, dtype=dtype).eval()
+    with torch.no_grad():
+        block[1].running_mean.uniform_(-0.5, 0.5)
+        block[1].running_var.uniform_(0.5, 1.5)
+
+    def residual(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(block(x) + x)
+
+    captured: list = []
+    compiled = torch.compile(residual, backend=capturing_backend(captured, options={"megakernel": False}))
+    x = rand(2, 6, 9, 7, dtype=dtype, device=device)
+    with torch.no_grad():
+        assert_same(compiled(x), residual(x), tolerance_scale=8)
+    assert captured, "luminal was not used"
+    convolutions = [line for line in captured[0].ir().splitlines() if "[convolution " in line]
+    assert len(convolutions) == 2, captured[0].ir()
+    short = {torch.float16: "f16", torch.bfloat16: "bf16"}[dtype]
+    for line in convolutions:
+        assert line.split(" = ")[0].endswith(f"{short}[2, 6, 9, 7]"), line  # stored in the input's dtype
+        assert "mul(f32(" in line, line  # the product summed in float32
 
 
 def test_conv1d_strided_dilated_and_non_contiguous(device: str) -> None:

@@ -61,6 +61,7 @@ CASES: dict[str, tuple[Case, dict[str, Any]]] = {
     "qwen3_moe_f32": (_zoo("qwen3_moe", torch.float32), {}),
     "bert_f32": (_zoo("bert", torch.float32), {}),
     "tv_resnet18_f32": (_zoo("tv_resnet18", torch.float32), {}),
+    "tv_resnet18_bf16": (_zoo("tv_resnet18", torch.bfloat16), {}),
     "tv_mobilenet_v3_small_f32": (_zoo("tv_mobilenet_v3_small", torch.float32), {}),
 }
 

@@ -189,7 +189,9 @@ std::string KernelWriter::warp_combine(const Combine& c) const {
 }
 
 std::string KernelWriter::reduce_body() {
-  const Combine c = combine_code(node_.reduce_op, node_.dtype);
+  // The accumulator has the body's dtype: a convolution's body (f32) is wider than its f16/bf16
+  // node, and the sum is rounded once, by store_code (ir::Convolution).
+  const Combine c = combine_code(node_.reduce_op, node_.body->dtype);
   const bool ragged = !ir::is_shape_expr(node_.reduce_extents[0]);
   const int outer = open_scope(-1, {}, false);
   std::vector<int> node_vars;

@@ -93,6 +93,22 @@ NodeId Builder::reduce(DType dtype, Shape shape, std::vector<NodeId> inputs, Exp
   return graph_.add(std::move(node));
 }
 
+NodeId Builder::convolution(DType dtype, Shape shape, NodeId x, NodeId w, Expr product, std::vector<Expr> extents,
+                            ir::Convolution params) {
+  const DType acc = float_compute_dtype(dtype);
+  LUMINAL_CHECK(this->dtype(x) == dtype && this->dtype(w) == dtype, origin_, ": a ", dtype_name(dtype),
+                " convolution of ", ir::node_signature(node(x)), " by ", ir::node_signature(node(w)),
+                " (input, weight and output share one dtype)");
+  LUMINAL_CHECK(product != nullptr && product->dtype == acc, origin_, ": a convolution of ", dtype_name(dtype),
+                " sums a ", dtype_name(acc), " product");
+  const NodeId id = reduce(acc, std::move(shape), {x, w}, std::move(product), ir::ReduceOp::Sum, std::move(extents));
+  ir::Node& node = graph_.node(id);
+  node.dtype = dtype;  // the storage; the body stays in `acc` (rounded once when stored)
+  params.body = node.body;
+  node.convolution = std::make_shared<const ir::Convolution>(std::move(params));
+  return id;
+}
+
 NodeId Builder::scatter(NodeId base, Shape domain, std::vector<NodeId> operands, std::vector<Expr> targets, Expr value,
                         bool accumulate) {
   const Shape out_shape = shape(base);

@@ -60,6 +60,10 @@ class Builder {
   NodeId pointwise(DType dtype, Shape shape, std::vector<NodeId> inputs, Expr body);
   NodeId reduce(DType dtype, Shape shape, std::vector<NodeId> inputs, Expr body, ir::ReduceOp op,
                 std::vector<Expr> extents);
+  // A convolution: a sum reduce stored in `dtype` whose body stays in float_compute_dtype(dtype)
+  // (accumulated wide, rounded once when stored), marked with `params` (see ir::Convolution).
+  NodeId convolution(DType dtype, Shape shape, NodeId x, NodeId w, Expr product, std::vector<Expr> extents,
+                     ir::Convolution params);
   NodeId matmul(NodeId a, NodeId b);
   // _grouped_mm's MoE form: a[M, K] with rows grouped by int32 `ends` (cumulative, one per group)
   // times b[G, K, N] (a transposed [G, N, K] view is read in place) -> out_dtype[M, N], one node

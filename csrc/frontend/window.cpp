@@ -84,14 +84,17 @@ void translate_convolution(Context& ctx, const pt2::Node& node) {
     w_at.push_back(r);
   }
   const Expr product = ir::mul(ir::cast(ir::load(0, b.dtype(x), x_at, inside), acc), ir::cast(ir::load(1, b.dtype(w), w_at), acc));
-  const NodeId result = b.reduce(acc, out_shape, {x, w}, product, ir::ReduceOp::Sum, extents);
-  // The parameters a library needs to compute the same node (ir::Convolution).
-  ir::Node& conv = b.graph().node(result);
-  conv.convolution = std::make_shared<const ir::Convolution>(ir::Convolution{stride, padding, dilation, groups, conv.body});
+  // Stored in the output's dtype, summed in `acc` and rounded once (eager's convolution). The
+  // parameters let a library compute the same node (ir::Convolution).
+  const ir::Convolution params{stride, padding, dilation, groups, nullptr};
+  const NodeId result = b.convolution(out, out_shape, x, w, product, extents, params);
+  // With a bias, round(round(conv) + bias) in the output's dtype, as torch's cuDNN path
+  // (output.add_(bias)) computes half-precision convolutions; without, a plain copy (in the
+  // output's dtype: no widening and rounding back that consumers would inline).
   std::vector<Operand> operands{Operand::of(result)};
   const std::optional<NodeId> bias = ctx.optional_tensor(node, "bias");
   if (bias) operands.push_back(Operand::of(b.per_channel(*bias, xs.size())));
-  ctx.set_output(node, b.elementwise(operands, acc, out, [&](const std::vector<Expr>& v) {
+  ctx.set_output(node, b.elementwise(operands, bias ? acc : out, out, [&](const std::vector<Expr>& v) {
     return bias ? ir::add(v[0], v[1]) : v[0];
   }));
 }

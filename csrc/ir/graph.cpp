@@ -355,8 +355,11 @@ void verify_convolution(const Graph& graph, const Node& node) {
                     node.reduce_extents.size() == spatial + 1 && conv.groups >= 1,
                 where(), "convolution ranks: ", node_signature(x), " * ", node_signature(w), " -> ",
                 node_signature(node), " over ", spatial, " spatial dims");
-  LUMINAL_CHECK(is_floating(x.dtype) && x.dtype == w.dtype && node.dtype == float_compute_dtype(x.dtype), where(),
-                "convolution dtypes: ", node_signature(x), " * ", node_signature(w), " -> ", node_signature(node));
+  LUMINAL_CHECK(is_floating(x.dtype) && x.dtype == w.dtype && node.dtype == x.dtype &&
+                    node.body->dtype == float_compute_dtype(x.dtype),
+                where(), "convolution dtypes: ", node_signature(x), " * ", node_signature(w), " -> ",
+                node_signature(node), " with a ", dtype_short_name(node.body->dtype),
+                " body (the input's dtype, summed in its compute dtype)");
   for (size_t k = 0; k < spatial; ++k) {
     LUMINAL_CHECK(conv.stride[k] >= 1 && conv.dilation[k] >= 1 && conv.padding[k] >= 0, where(),
                   "convolution stride, dilation and padding of spatial dim ", k);
@@ -383,8 +386,11 @@ void Graph::verify() const {
       case NodeKind::Pointwise:
       case NodeKind::Reduce: {
         LUMINAL_CHECK(node.body != nullptr, where(), "missing body");
-        LUMINAL_CHECK(node.body->dtype == node.dtype, where(), "body dtype ", dtype_short_name(node.body->dtype),
-                      " differs from node dtype ", dtype_short_name(node.dtype));
+        // A convolution sums its compute dtype and rounds once, when stored (see ir::Convolution).
+        const bool convolution_body =
+            node.kind == NodeKind::Reduce && node.convolution && node.body->dtype == float_compute_dtype(node.dtype);
+        LUMINAL_CHECK(node.body->dtype == node.dtype || convolution_body, where(), "body dtype ",
+                      dtype_short_name(node.body->dtype), " differs from node dtype ", dtype_short_name(node.dtype));
         BodyVerifier verifier(*this, node);
         verifier.check(node.body);
         if (node.contraction != Contraction::None) verify_grouped_rows(*this, node);

@@ -3,7 +3,8 @@
 //   Input      a tensor passed by the caller (user input, parameter or buffer), bound by pointer
 //   Constant   a tensor whose bytes are known at compile time (lifted constants, archive weights)
 //   Pointwise  out[i...] = body(i...)            (elementwise, views, gathers, concat, iota, ...)
-//   Reduce     out[i...] = combine over r of body(i..., r...)   (extents may vary per element)
+//   Reduce     out[i...] = combine over r of body(i..., r...)   (extents may vary per element;
+//              the body has the node's dtype, except a convolution's: see Convolution below)
 //   MatMul     out[b, m, n] = sum_k A[b, m, k] * B[b, k, n]     (library call or reference loop)
 //   Scatter    out = base, then out[targets(j)] = body(j) (or +=) for every j of a domain: index_put,
 //              index_copy, index_add. Work is linear in the elements written, and an executor may
@@ -52,9 +53,13 @@ enum class Contraction : uint8_t { None, GroupedRows, GroupedRowsTransposedB };
 // A reduce node that is a convolution (the frontend's aten.convolution): its body still defines
 // every element (the CPU interpreter and the generated CUDA kernel evaluate it); a library (cuDNN)
 // may compute it instead from these parameters. Inputs {x [N, C, spatial...], w [K, C / groups,
-// kernel...]}, out [N, K, spatial...] in float_compute_dtype of x's dtype, cross-correlation:
+// kernel...]}, out [N, K, spatial...] in x's dtype, cross-correlation:
 //   out[n, k, o...] = sum over (c, r...) of x[n, g * C/groups + c, o * stride + r * dilation - padding]
 //                     * w[k, c, r...]   (g = k / (K / groups); positions outside x read 0)
+// The node's dtype is its storage, x's dtype; its body (the product summed) has
+// float_compute_dtype of it (f32 for f16/bf16): the sum accumulates in f32 and is rounded once, when
+// stored, as eager's half-precision convolutions do. This is the only reduce whose body dtype may
+// differ from its node dtype (verify() allows it for convolutions alone).
 // `body` is the body the frontend built: passes leave the node whole, and verify() checks that the
 // node's body is still that one, so a library never computes something the body no longer says.
 struct Convolution {

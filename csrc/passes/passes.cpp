@@ -487,6 +487,7 @@ void inline_reductions(Graph& graph, const OptimizeOptions& options) {
       for (size_t j = producer.reduce_extents.size(); j-- > 0;) {
         value = ir::fold(producer.reduce_op, static_cast<int>(j), producer.reduce_extents[j], value);
       }
+      value = ir::cast(value, producer.dtype);  // the stored value (a no-op unless the body is wider)
       const std::vector<NodeId> producer_inputs = producer.inputs;
       const int first_free_var = first_unused_reduce_var(consumer);
       std::vector<int> slot_map;

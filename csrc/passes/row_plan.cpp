@@ -159,7 +159,9 @@ Node reduce_as_pointwise(const Node& reduce) {
   }
   Node out = reduce;
   out.kind = NodeKind::Pointwise;
-  out.body = value;
+  // A convolution's body is wider than its node (summed in f32, rounded once when stored); a
+  // pointwise body has the node's dtype, so the fold is rounded by a cast (a no-op otherwise).
+  out.body = ir::cast(value, reduce.dtype);
   out.reduce_extents.clear();
   out.convolution = nullptr;  // a fold in the row kernel, no longer a node a library computes
   return out;

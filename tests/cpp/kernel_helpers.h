@@ -44,4 +44,22 @@ inline ir::NodeId sum_over(GraphFixture& f, DType dtype, int64_t rows, int64_t c
   return f.b().reduce(dtype, {int_const(kept)}, {x}, body, ir::ReduceOp::Sum, {int_const(reduced)});
 }
 
+// A 1-D convolution (stride 1, no padding, one group) of x[batch, channels, length] by
+// w[filters, channels, kernel], built as the frontend builds one: stored in `dtype`, its product
+// summed in float_compute_dtype(dtype) (ir::Convolution).
+inline ir::NodeId conv1d(GraphFixture& f, DType dtype, int64_t batch, int64_t channels, int64_t filters, int64_t length,
+                         int64_t kernel) {
+  using ir::int_const;
+  const ir::NodeId x = f.input(dtype, {int_const(batch), int_const(channels), int_const(length)});
+  const ir::NodeId w = f.input(dtype, {int_const(filters), int_const(channels), int_const(kernel)});
+  const DType acc = float_compute_dtype(dtype);
+  const ir::Expr c = ir::reduce_var(0), r = ir::reduce_var(1);
+  const ir::Expr product =
+      ir::mul(ir::cast(ir::load(0, dtype, {ir::loop_var(0), c, ir::add(ir::loop_var(2), r)}), acc),
+              ir::cast(ir::load(1, dtype, {ir::loop_var(1), c, r}), acc));
+  const ir::Shape out{int_const(batch), int_const(filters), int_const(length - kernel + 1)};
+  return f.b().convolution(dtype, out, x, w, product, {int_const(channels), int_const(kernel)},
+                           ir::Convolution{{1}, {0}, {1}, 1, nullptr});
+}
+
 }  // namespace luminal::testing

@@ -114,6 +114,17 @@ TEST(CodegenGolden, ReduceWarpPerOutput) {
   expect_compiles({k});
 }
 
+// A bf16 convolution (ir::Convolution): the accumulator is float (its f32 body), the node is
+// stored as bf16, rounded once from the float sum.
+TEST(CodegenGolden, HalfConvolutionSumsInFloatAndStoresItsDtype) {
+  GraphFixture f;
+  const Kernel k = generate(f, testing::conv1d(f, DType::BF16, 2, 3, 4, 9, 3));
+  EXPECT_NE(k.source.find("unsigned short* out;"), std::string::npos) << k.source;
+  EXPECT_NE(k.source.find("float acc = 0;"), std::string::npos) << k.source;
+  EXPECT_NE(k.source.find("= lm_f2bf((float)acc);"), std::string::npos) << k.source;
+  expect_compiles({k});
+}
+
 TEST(CodegenGolden, Pieces) {
   GraphFixture f;
   const NodeId a = f.input(DType::F32, {int_const(2), int_const(3)});
@@ -309,6 +320,10 @@ TEST(CodegenSchedules, EveryCandidateCompiles) {
                               f.b().scatter(base, {int_const(3)}, {index, src}, {ir::load(1, DType::I64, {i})},
                                             ir::load(2, DType::BF16, {i}), true),
                               Layout::Strided, 3);
+  }
+  for (const DType dtype : {DType::BF16, DType::F16}) {
+    GraphFixture f;  // a half-precision convolution: an f32 body summed, stored rounded once
+    expect_candidates_compile(f, testing::conv1d(f, dtype, 2, 3, 4, 9, 3), Layout::Strided, 2);
   }
   {
     GraphFixture f;  // grouped rows, f32 (FMA path)

@@ -24,7 +24,7 @@ std::string ints(const std::vector<int64_t>& values) {
 
 std::string describe(const ConvolutionProblem& p) {
   return str_cat("convolution of ", dtype_name(p.dtype), " x ", ints(p.x_sizes), " (strides ", ints(p.x_strides),
-                 ") by w ", ints(p.w_sizes), " (strides ", ints(p.w_strides), ") -> ", dtype_name(p.out_dtype), " ",
+                 ") by w ", ints(p.w_sizes), " (strides ", ints(p.w_strides), ") -> ", dtype_name(p.dtype), " ",
                  ints(p.y_sizes), ", stride ", ints(p.stride), ", padding ", ints(p.padding), ", dilation ",
                  ints(p.dilation), ", pointers aligned to ", p.alignment, " bytes");
 }
@@ -110,7 +110,7 @@ HandleSlot& handle_for_current_device() {
   return *slot;
 }
 
-constexpr int64_t kX = 1, kW = 2, kY = 3, kConvOut = 4;
+constexpr int64_t kX = 1, kW = 2, kY = 3;
 
 Descriptor tensor(int64_t uid, DType dtype, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
                   int64_t alignment, bool is_virtual) {
@@ -206,20 +206,17 @@ struct CudnnConvolution::Plans {
 
 namespace {
 
-// conv(x, w) -> y directly, or, when `through_identity`, conv into a virtual float32 tensor, then an
-// identity pointwise op into y (the form in which runtime-fusion engines take a y whose dtype differs
-// from x's). Returns the descriptors to keep, the operation graph last.
-std::vector<Descriptor> operation_graph(const ConvolutionProblem& p, cudnnHandle_t handle, bool through_identity) {
+// conv(x, w) -> y, all of one dtype, accumulated in float32 (float64 for float64). Returns the
+// descriptors to keep, the operation graph last.
+std::vector<Descriptor> operation_graph(const ConvolutionProblem& p, cudnnHandle_t handle) {
   std::vector<Descriptor> keep;
   const int64_t alignment = p.alignment;
   keep.push_back(tensor(kX, p.dtype, p.x_sizes, p.x_strides, alignment, false));
   keep.push_back(tensor(kW, p.dtype, p.w_sizes, p.w_strides, alignment, false));
-  keep.push_back(tensor(kY, p.out_dtype, p.y_sizes, p.y_strides, alignment, false));
+  keep.push_back(tensor(kY, p.dtype, p.y_sizes, p.y_strides, alignment, false));
   const Descriptor& x = keep[0];
   const Descriptor& w = keep[1];
   const Descriptor& y = keep[2];
-  if (through_identity) keep.push_back(tensor(kConvOut, DType::F32, p.y_sizes, p.y_strides, alignment, true));
-  const Descriptor& conv_out = through_identity ? keep.back() : y;
 
   Descriptor conv(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
   const cudnnDataType_t compute = p.dtype == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
@@ -237,7 +234,7 @@ std::vector<Descriptor> operation_graph(const ConvolutionProblem& p, cudnnHandle
   Descriptor op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
   op.set_descriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x);
   op.set_descriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w);
-  op.set_descriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, conv_out);
+  op.set_descriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, y);
   op.set_descriptor(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv);
   if (p.dtype == DType::F64) {
     const double alpha = 1.0, beta = 0.0;
@@ -252,23 +249,6 @@ std::vector<Descriptor> operation_graph(const ConvolutionProblem& p, cudnnHandle
   std::vector<cudnnBackendDescriptor_t> ops{op.get()};
   keep.push_back(std::move(conv));
   keep.push_back(std::move(op));
-
-  if (through_identity) {
-    Descriptor identity(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-    const cudnnPointwiseMode_t pointwise = CUDNN_POINTWISE_IDENTITY;
-    identity.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, &pointwise, 1);
-    const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
-    identity.set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, &precision, 1);
-    identity.finalize("cudnnBackendFinalize(pointwise)");
-    Descriptor copy(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-    copy.set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, identity);
-    copy.set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, conv_out);
-    copy.set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
-    copy.finalize("cudnnBackendFinalize(pointwise operation)");
-    ops.push_back(copy.get());
-    keep.push_back(std::move(identity));
-    keep.push_back(std::move(copy));
-  }
 
   Descriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops.data(), static_cast<int64_t>(ops.size()));
@@ -315,18 +295,9 @@ CudnnConvolution::CudnnConvolution(const ConvolutionProblem& problem, size_t max
                 "internal error: malformed ", describe(problem));
   cudnn();  // raises when the library is missing
   plans_->slot = &handle_for_current_device();
-  for (const bool through_identity : {false, true}) {
-    if (through_identity && problem.out_dtype == problem.dtype) break;
-    std::vector<Descriptor> keep;
-    try {
-      keep = operation_graph(problem, plans_->slot->handle, through_identity);
-    } catch (const Error&) {
-      continue;  // cuDNN rejected this form of the graph; the other may do
-    }
-    add_candidates(*plans_, problem, keep.back(), max_candidates);
-    for (Descriptor& d : keep) plans_->keep.push_back(std::move(d));
-    if (!plans_->candidates.empty()) break;
-  }
+  std::vector<Descriptor> keep = operation_graph(problem, plans_->slot->handle);
+  add_candidates(*plans_, problem, keep.back(), max_candidates);
+  for (Descriptor& d : keep) plans_->keep.push_back(std::move(d));
   LUMINAL_CHECK(!plans_->candidates.empty(), "cuDNN (version ", cudnn().cudnnGetVersion(),
                 ") has no engine with the required numerics for the ", describe(problem));
   for (const Plans::Candidate& c : plans_->candidates) {

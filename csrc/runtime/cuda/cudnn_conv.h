@@ -16,11 +16,11 @@
 namespace luminal::cuda {
 
 // y = conv(x, w), cross-correlation, in cuDNN's NCHW terms (1-D problems are given as 2-D with a
-// unit height by the caller). Strides are in elements. x and w share `dtype`; y has `out_dtype`
-// (float32 for half inputs: the sum is rounded once, later, as the CPU reference does).
+// unit height by the caller). Strides are in elements. x, w and y share `dtype`; the sum is
+// computed in float32 (float64 for float64) and rounded once into y, as eager and the generated
+// kernel do (ir::Convolution).
 struct ConvolutionProblem {
   DType dtype = DType::F32;
-  DType out_dtype = DType::F32;
   std::vector<int64_t> x_sizes, x_strides, w_sizes, w_strides, y_sizes, y_strides;
   std::vector<int64_t> stride, padding, dilation;  // per spatial dim
   bool allow_tf32 = false;                         // float32: may cuDNN use TF32 tensor cores

@@ -189,7 +189,6 @@ void Executor::load_module(const CallContext& context) {
     state->functions.push_back(f);
   }
   LUMINAL_CU(api.cuModuleGetFunction(&state->export_errors, state->module, kExportErrorsKernelName));
-  LUMINAL_CU(api.cuModuleGetFunction(&state->widen_half, state->module, kWidenHalfKernelName));
   LUMINAL_CU(api.cuStreamCreate(&state->capture_stream, CU_STREAM_NON_BLOCKING));
   // Constants are uploaded once (synchronously, at first use).
   // Views of one storage (aliased weights) share one upload.
@@ -325,7 +324,7 @@ void Executor::run_steps_one_by_one(Instance& instance, void* raw_stream) {
       if (conv_index < instance.convolutions.size() && instance.convolutions[conv_index].step == s) {
         const Instance::LibraryConvolution& call = instance.convolutions[conv_index++];
         timed_step(call.library->chosen_name(),
-                   [&] { run_library_convolution(instance, call, node, *device_, static_cast<CUstream>(stream)); });
+                   [&] { run_library_convolution(instance, call, node, static_cast<CUstream>(stream)); });
         continue;
       }
       for (; launch_index < instance.launches.size() && instance.launches[launch_index].step == s; ++launch_index) {

@@ -267,7 +267,8 @@ class InstanceBuilder {
     }
     cuda::ConvolutionProblem p;
     p.dtype = g_.node(x).dtype;
-    p.out_dtype = node.dtype;
+    LUMINAL_CHECK(node.dtype == p.dtype, "internal error: the convolution ", describe_step(node), " stores ",
+                  dtype_name(node.dtype), " from ", dtype_name(p.dtype), " operands");
     p.x_sizes = bx.sizes, p.x_strides = bx.strides, p.w_sizes = bw.sizes, p.w_strides = bw.strides;
     p.y_sizes = by.sizes, p.y_strides = by.strides;
     p.stride = conv.stride, p.padding = conv.padding, p.dilation = conv.dilation;
@@ -293,6 +294,8 @@ class InstanceBuilder {
   // the workspace they need. A convolution cuDNN declines runs its generated kernel.
   size_t plan_convolutions() {
     const std::shared_ptr<const Config> settings = config();
+    constexpr size_t kCandidates = 8;  // engines timed when searching; by rule: cuDNN's first
+    const size_t candidates = settings->search ? kCandidates : 1;
     size_t workspace = 0;
     for (size_t s = 0; s < steps().size(); ++s) {
       if (steps()[s].kind != StepKind::Convolution) continue;
@@ -308,16 +311,9 @@ class InstanceBuilder {
         continue;
       }
       try {
-        for (Instance::LibraryConvolution& call : library_convolutions(*problem, settings->search)) {
-          call.step = s;
-          size_t need = call.library->workspace_bytes();
-          if (call.widen) {
-            call.narrow_offset = align_to_arena(need, "the convolution workspace");
-            need = checked_add(call.narrow_offset, node_bytes_[node.id] / 2, "the convolution workspace");
-          }
-          workspace = std::max(workspace, need);
-          in_.convolutions.push_back(std::move(call));
-        }
+        Instance::LibraryConvolution call{s, std::make_unique<cuda::CudnnConvolution>(*problem, candidates)};
+        workspace = std::max(workspace, call.library->workspace_bytes());
+        in_.convolutions.push_back(std::move(call));
       } catch (const Error& error) {
         const std::string reason = error.what();
         in_.choices.push_back(str_cat(describe_step(node), ": generated kernel (cuDNN declined: ",
@@ -325,30 +321,6 @@ class InstanceBuilder {
       }
     }
     return workspace;
-  }
-
-  // cuDNN's plans for `problem`: writing its float32 output, and for half-precision inputs also
-  // writing the input's dtype (widened after), which other engines take (both are timed; rules
-  // only: the first that cuDNN takes). Raises the first refusal when cuDNN takes neither.
-  static std::vector<Instance::LibraryConvolution> library_convolutions(const cuda::ConvolutionProblem& problem,
-                                                                         bool search) {
-    constexpr size_t kCandidates = 8;
-    const size_t candidates = search ? kCandidates : 1;
-    std::vector<Instance::LibraryConvolution> forms;
-    std::string first_refusal;
-    for (const bool widen : {false, true}) {
-      if (widen && ((problem.dtype != DType::F16 && problem.dtype != DType::BF16) || (!search && !forms.empty()))) break;
-      cuda::ConvolutionProblem form = problem;
-      if (widen) form.out_dtype = problem.dtype;
-      try {
-        forms.push_back(Instance::LibraryConvolution{0, std::make_unique<cuda::CudnnConvolution>(form, candidates)});
-        forms.back().widen = widen;
-      } catch (const Error& error) {
-        if (first_refusal.empty()) first_refusal = error.what();
-      }
-    }
-    if (forms.empty()) fail(first_refusal);
-    return forms;
   }
 
   // Milliseconds per run of `run_once` on the instance's stream (cuda::time_on_stream).
@@ -384,65 +356,53 @@ class InstanceBuilder {
     });
   }
 
-  // Keeps, for each convolution cuDNN took, the fastest of its cuDNN forms and the generated kernel
-  // as measured on this device with this call's shapes (LUMINAL_SEARCH=0: cuDNN's first form by
-  // rule; LUMINAL_CONVOLUTION=cudnn: the faster cuDNN form). The timing runs write only the step's
-  // own output and the workspace, before any call.
+  // Keeps, for each convolution cuDNN took, cuDNN's fastest engine or the generated kernel, as
+  // measured on this device with this call's shapes (LUMINAL_SEARCH=0: cuDNN's first engine by
+  // rule; LUMINAL_CONVOLUTION=cudnn: cuDNN's fastest). The timing runs write only the step's own
+  // output and the workspace, before any call.
   void choose_convolutions() {
     const std::shared_ptr<const Config> settings = config();
-    std::vector<Instance::LibraryConvolution> forms = std::move(in_.convolutions);
+    std::vector<Instance::LibraryConvolution> planned = std::move(in_.convolutions);
     in_.convolutions.clear();
-    for (size_t first = 0; first < forms.size();) {
-      size_t last = first;
-      while (last < forms.size() && forms[last].step == forms[first].step) ++last;
-      choose_convolution(forms, first, last, *settings);
-      first = last;
-    }
+    for (Instance::LibraryConvolution& call : planned) choose_convolution(call, *settings);
     // The timing runs read intermediates no step has written yet: a check they tripped is no error.
     LUMINAL_CU(cuda::driver().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(in_.error_record.get()), 0,
                                               4 * sizeof(int64_t), static_cast<CUstream>(context_.stream)));
   }
 
-  // One convolution step: forms[first, last) are its cuDNN forms.
-  void choose_convolution(std::vector<Instance::LibraryConvolution>& forms, size_t first, size_t last,
-                          const Config& settings) {
-    const size_t step = forms[first].step;
+  // One convolution step cuDNN took: keeps `call` in in_.convolutions, or leaves the step to its
+  // generated kernel. The choice text: "cuDNN (cuDNN engine 71 0.09 ms, generated kernel 14.3 ms)".
+  void choose_convolution(Instance::LibraryConvolution& call, const Config& settings) {
+    const size_t step = call.step;
     const Node& node = g_.node(steps()[step].node);
     const CUstream stream = static_cast<CUstream>(context_.stream);
     const Buffer &x = in_.buffers[node.inputs[0]], &w = in_.buffers[node.inputs[1]], &y = in_.buffers[node.id];
     if (product(y.sizes) == 0) return;
     const int alignment = std::min({alignment_of(x.ptr), alignment_of(w.ptr), alignment_of(y.ptr)});
-    std::optional<size_t> best;
-    float best_ms = std::numeric_limits<float>::max();
+    if (alignment < call.library->problem().alignment) {
+      in_.choices.push_back(
+          str_cat(describe_step(node), ": generated kernel (cuDNN's plans need more aligned operands)"));
+      return;
+    }
     std::string times;
-    for (size_t f = first; f < last; ++f) {
-      Instance::LibraryConvolution& call = forms[f];
-      if (alignment < call.library->problem().alignment) continue;
-      if (!settings.search) {
-        best = f;
-        times = str_cat(call.library->chosen_name(), ", by rule");
-        break;
-      }
-      void* const out = call.widen ? static_cast<char*>(in_.workspace) + call.narrow_offset : reinterpret_cast<void*>(y.ptr);
+    bool use_library = true;
+    if (!settings.search) {
+      times = str_cat(call.library->chosen_name(), ", by rule");
+    } else {
       const float library_ms = call.library->select_fastest(reinterpret_cast<const void*>(x.ptr),
-                                                            reinterpret_cast<const void*>(w.ptr), out, in_.workspace,
-                                                            stream, host_syncs_);
-      // A widened form also pays for its widening kernel: time the whole call.
-      const float ms =
-          call.widen ? time_runs([&] { run_library_convolution(in_, call, node, device_, stream); }) : library_ms;
-      times += str_cat(times.empty() ? "" : ", ", call.library->chosen_name(), call.widen ? " then widened " : " ", ms,
-                       " ms");
-      if (ms < best_ms) best_ms = ms, best = f;
-    }
-    bool use_library = best.has_value();
-    if (best && settings.search && settings.convolution == ConvolutionChoice::Measured) {
-      if (const std::optional<float> generated_ms = time_generated(step)) {
-        use_library = best_ms <= *generated_ms;
-        times += str_cat(", generated kernel ", *generated_ms, " ms");
+                                                            reinterpret_cast<const void*>(w.ptr),
+                                                            reinterpret_cast<void*>(y.ptr), in_.workspace, stream,
+                                                            host_syncs_);
+      times = str_cat(call.library->chosen_name(), " ", library_ms, " ms");
+      if (settings.convolution == ConvolutionChoice::Measured) {
+        if (const std::optional<float> generated_ms = time_generated(step)) {
+          use_library = library_ms <= *generated_ms;
+          times += str_cat(", generated kernel ", *generated_ms, " ms");
+        }
       }
     }
-    in_.choices.push_back(str_cat(describe_step(node), ": ", use_library ? "cuDNN" : "generated kernel", " (",
-                                  best ? times : "cuDNN's plans need more aligned operands", ")"));
+    in_.choices.push_back(
+        str_cat(describe_step(node), ": ", use_library ? "cuDNN" : "generated kernel", " (", times, ")"));
     if (!use_library) return;
     in_.launches.erase(std::remove_if(in_.launches.begin(), in_.launches.end(),
                                       [&](const Instance::Launch& launch) { return launch.step == step; }),
@@ -452,7 +412,7 @@ class InstanceBuilder {
         in_.parameter_pointers.emplace_back(g_.node(operand).input_position, in_.buffers[operand].ptr);
       }
     }
-    in_.convolutions.push_back(std::move(forms[*best]));
+    in_.convolutions.push_back(std::move(call));
   }
 
   // Arena: intermediates by liveness, then the library workspace (live throughout).
@@ -678,7 +638,7 @@ class InstanceBuilder {
       if (conv_index < in_.convolutions.size() && in_.convolutions[conv_index].step == s) {
         const Node& node = g_.node(step.node);
         const Instance::LibraryConvolution& call = in_.convolutions[conv_index++];
-        record_library_call([&](CUstream stream) { run_library_convolution(in_, call, node, device_, stream); });
+        record_library_call([&](CUstream stream) { run_library_convolution(in_, call, node, stream); });
         continue;
       }
       for (; launch_index < in_.launches.size() && in_.launches[launch_index].step == s; ++launch_index) {
@@ -714,23 +674,10 @@ class InstanceBuilder {
 }  // namespace
 
 void run_library_convolution(const Instance& instance, const Instance::LibraryConvolution& call, const ir::Node& node,
-                             const DeviceState& device, CUstream stream) {
-  const Buffer& y = instance.buffers[node.id];
-  char* const workspace = static_cast<char*>(instance.workspace);
-  void* const out = call.widen ? workspace + call.narrow_offset : reinterpret_cast<void*>(y.ptr);
+                             CUstream stream) {
   call.library->run(reinterpret_cast<const void*>(instance.buffers[node.inputs[0]].ptr),
-                    reinterpret_cast<const void*>(instance.buffers[node.inputs[1]].ptr), out, instance.workspace,
-                    stream);
-  if (!call.widen) return;
-  const int64_t n = product(y.sizes);
-  int bf16 = call.library->problem().dtype == DType::BF16 ? 1 : 0;
-  void* in_pointer = out;
-  void* out_pointer = reinterpret_cast<void*>(y.ptr);
-  int64_t count = n;
-  void* args[] = {&in_pointer, &out_pointer, &count, &bf16};
-  constexpr int64_t kBlock = 256;
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>((n + kBlock - 1) / kBlock, 65535 * 8));
-  LUMINAL_CU(cuda::driver().cuLaunchKernel(device.widen_half, grid, 1, 1, kBlock, 1, 1, 0, stream, args, nullptr));
+                    reinterpret_cast<const void*>(instance.buffers[node.inputs[1]].ptr),
+                    reinterpret_cast<void*>(instance.buffers[node.id].ptr), instance.workspace, stream);
 }
 
 std::unique_ptr<Instance> build_instance(const CudaProgram& program, const DeviceState& device,

@@ -33,7 +33,6 @@ struct DeviceState {
   CUmodule module = nullptr;
   std::vector<CUfunction> functions;  // per kernel
   CUfunction export_errors = nullptr;
-  CUfunction widen_half = nullptr;
   CUstream capture_stream = nullptr;
   std::vector<std::shared_ptr<void>> constants;  // per node id (Constant nodes only)
 
@@ -105,14 +104,11 @@ struct Instance {
   bool launched = false;
   std::vector<Buffer> buffers;  // per node
   std::vector<std::unique_ptr<cuda::Matmul>> matmuls;
-  // The convolution steps cuDNN computes (the others run their generated kernel).
+  // The convolution steps cuDNN computes (the others run their generated kernel). cuDNN writes the
+  // node's buffer directly, in the node's dtype (the input's: ir::Convolution).
   struct LibraryConvolution {
     size_t step = 0;
     std::unique_ptr<cuda::CudnnConvolution> library;
-    // Half-precision inputs whose float32 output no cuDNN engine writes: cuDNN writes the input's
-    // dtype at `narrow_offset` bytes into the workspace, then lm_widen_half fills the node.
-    bool widen = false;
-    size_t narrow_offset = 0;
   };
   std::vector<LibraryConvolution> convolutions;
   // Each measured or forced choice between alternatives, with their times (stats, explain).
@@ -149,9 +145,9 @@ struct Instance {
   }
 };
 
-// Enqueues a convolution cuDNN computes (and its widening) on `stream`.
+// Enqueues a convolution cuDNN computes on `stream`.
 void run_library_convolution(const Instance& instance, const Instance::LibraryConvolution& call, const ir::Node& node,
-                             const DeviceState& device, CUstream stream);
+                             CUstream stream);
 
 // Instantiates `program` on the device `device` loaded it on. Adds the host synchronizations it
 // needed (cuBLASLt algorithm timing) to `host_syncs`.

@@ -19,16 +19,6 @@ extern "C" __global__ void lm_export_errors(lm_i64* device_record, volatile lm_i
 }
 )";
 
-// Widens half-precision values to float32: the output of a half-precision convolution that cuDNN
-// only writes in the input's dtype, into the float32 node the graph has.
-constexpr const char* kWidenHalfKernel = R"(
-extern "C" __global__ void lm_widen_half(const unsigned short* in, float* out, lm_i64 n, int bf16) {
-  for (lm_i64 i = blockIdx.x * (lm_i64)blockDim.x + threadIdx.x; i < n; i += (lm_i64)gridDim.x * blockDim.x) {
-    out[i] = bf16 ? lm_bf2f(in[i]) : lm_h2f(in[i]);
-  }
-}
-)";
-
 // The schedule decided for a step's kernel (schedule::schedule_kernels; row kernels: their plan).
 const schedule::KernelSchedule& decided(const std::optional<schedule::KernelSchedule>& schedule, const Node& node) {
   LUMINAL_CHECK(schedule.has_value(), "internal error: no schedule was decided for the kernel of ", node.origin);
@@ -96,7 +86,7 @@ CudaProgram build_cuda_program(std::shared_ptr<const ir::Graph> graph, schedule:
   program.buffers = plan_buffers(*program.graph, program.plan);
   generate_kernels(program);
   index_check_labels(program);
-  program.module_source = codegen::module_source(program.kernels) + kExportErrorsKernel + kWidenHalfKernel;
+  program.module_source = codegen::module_source(program.kernels) + kExportErrorsKernel;
   return program;
 }
 

@@ -47,8 +47,6 @@ struct CudaProgram {
 // The name of the kernel every replay ends with: it copies the device error record to pinned host
 // memory and clears it.
 constexpr const char* kExportErrorsKernelName = "lm_export_errors";
-// lm_widen_half(const u16* in, float* out, i64 n, int bf16): every module has it (convolutions).
-constexpr const char* kWidenHalfKernelName = "lm_widen_half";
 
 // `graph` is what runs: for a node-by-node plan, after passes::stage_library_operands. Every
 // kernel step of `plan` must carry its schedule.
