@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <optional>
 #include <unordered_map>
 
+#include "common/cache_files.h"
 #include "common/checked.h"
+#include "common/choice_cache.h"
 #include "common/config.h"
 #include "common/error.h"
 #include "ir/simplify.h"
@@ -308,7 +311,7 @@ class InstanceBuilder {
         continue;
       }
       try {
-        for (Instance::LibraryConvolution& call : library_convolutions(*problem, settings->search)) {
+        for (Instance::LibraryConvolution& call : planned_convolutions(s, node, *problem, *settings)) {
           call.step = s;
           size_t need = call.library->workspace_bytes();
           if (call.widen) {
@@ -325,6 +328,47 @@ class InstanceBuilder {
       }
     }
     return workspace;
+  }
+
+  // The measured choice for step `s` stored in the cache, if any (rules only: none).
+  ConvolutionLookup look_up_choice(size_t s, const cuda::ConvolutionProblem& problem, const Config& settings) const {
+    if (!settings.search) return ConvolutionLookup{};
+    const int k = program_.step_kernels[s].kernel;
+    const std::string generated =
+        k < 0 ? std::string("(none)")
+              : str_cat(std::hex, fnv1a64(program_.kernels[k].source), std::dec, " (blocks of ",
+                        program_.kernels[k].block_size, ", ", program_.kernels[k].threads_per_output,
+                        " threads per output, ", program_.kernels[k].grid_y, " pieces)");
+    return look_up_convolution(convolution_choice_key(problem, settings, generated, device_key(device_.device)));
+  }
+
+  // The cuDNN plans step `s` needs: none when the cache says the generated kernel wins, the cached
+  // engine alone when cuDNN does and still offers it, else every form to time (library_convolutions).
+  std::vector<Instance::LibraryConvolution> planned_convolutions(size_t s, const Node& node,
+                                                                 const cuda::ConvolutionProblem& problem,
+                                                                 const Config& settings) {
+    ConvolutionLookup& cached = convolution_lookups_[s] = look_up_choice(s, problem, settings);
+    if (cached.winner == ConvolutionLookup::Winner::Generated) {
+      ++in_.choice_counts.hits;
+      in_.choices.push_back(str_cat(describe_step(node), ": generated kernel (cached: ", cached.times, ")"));
+      return {};
+    }
+    if (cached.winner == ConvolutionLookup::Winner::Library) {
+      cuda::ConvolutionProblem form = problem;
+      if (cached.widen) form.out_dtype = problem.dtype;
+      try {
+        std::vector<Instance::LibraryConvolution> plans;
+        plans.push_back(
+            Instance::LibraryConvolution{0, std::make_unique<cuda::CudnnConvolution>(form, 1, cached.engine)});
+        plans.back().widen = cached.widen;
+        return plans;
+      } catch (const Error& error) {
+        forget_choice(cached.key, str_cat("names cuDNN engine ", cached.engine, ", which no longer takes the problem: ",
+                                          error.what()));
+        cached.winner = ConvolutionLookup::Winner::None;
+      }
+    }
+    return library_convolutions(problem, settings.search);
   }
 
   // cuDNN's plans for `problem`: writing its float32 output, and for half-precision inputs also
@@ -412,6 +456,11 @@ class InstanceBuilder {
     const Buffer &x = in_.buffers[node.inputs[0]], &w = in_.buffers[node.inputs[1]], &y = in_.buffers[node.id];
     if (product(y.sizes) == 0) return;
     const int alignment = std::min({alignment_of(x.ptr), alignment_of(w.ptr), alignment_of(y.ptr)});
+    const ConvolutionLookup& cached = convolution_lookups_[step];
+    if (cached.winner == ConvolutionLookup::Winner::Library) {
+      reuse_library_convolution(std::move(forms[first]), node, alignment, cached);
+      return;
+    }
     std::optional<size_t> best;
     float best_ms = std::numeric_limits<float>::max();
     std::string times;
@@ -441,9 +490,48 @@ class InstanceBuilder {
         times += str_cat(", generated kernel ", *generated_ms, " ms");
       }
     }
-    in_.choices.push_back(str_cat(describe_step(node), ": ", use_library ? "cuDNN" : "generated kernel", " (",
-                                  best ? times : "cuDNN's plans need more aligned operands", ")"));
-    if (!use_library) return;
+    if (best && settings.search) {  // measured: remembered for the next process
+      ++in_.choice_counts.misses;
+      const Instance::LibraryConvolution& fastest = forms[*best];
+      store_convolution_choice(cached.key, use_library, fastest.widen, fastest.library->chosen_engine(), times);
+    }
+    const std::string choice = str_cat(use_library ? "cuDNN" : "generated kernel", " (",
+                                       best ? times : "cuDNN's plans need more aligned operands", ")");
+    if (use_library) {
+      use_library_convolution(std::move(forms[*best]), node, choice);
+    } else {
+      in_.choices.push_back(str_cat(describe_step(node), ": ", choice));
+    }
+  }
+
+  // A cached cuDNN winner (the one plan made for it): kept when the operands are as aligned as it
+  // needs and it runs, else the generated kernel runs and the entry is forgotten.
+  void reuse_library_convolution(Instance::LibraryConvolution call, const Node& node, int alignment,
+                                 const ConvolutionLookup& cached) {
+    std::string failure;
+    if (alignment < call.library->problem().alignment) {
+      failure = str_cat("operands aligned to ", alignment, " bytes, not ", call.library->problem().alignment);
+    } else {
+      try {
+        run_library_convolution(in_, call, node, device_, static_cast<CUstream>(context_.stream));
+      } catch (const Error& error) {
+        failure = error.what();
+      }
+    }
+    if (failure.empty()) {
+      ++in_.choice_counts.hits;
+      use_library_convolution(std::move(call), node, str_cat("cuDNN (cached: ", cached.times, ")"));
+      return;
+    }
+    forget_choice(cached.key, str_cat("names cuDNN engine ", cached.engine, ", which cannot run here: ", failure));
+    in_.choices.push_back(str_cat(describe_step(node), ": generated kernel (the cached cuDNN engine ", cached.engine,
+                                  " cannot run: ", failure, ")"));
+  }
+
+  // cuDNN computes `node` (step call.step): its generated kernels are dropped.
+  void use_library_convolution(Instance::LibraryConvolution call, const Node& node, const std::string& choice) {
+    in_.choices.push_back(str_cat(describe_step(node), ": ", choice));
+    const size_t step = call.step;
     in_.launches.erase(std::remove_if(in_.launches.begin(), in_.launches.end(),
                                       [&](const Instance::Launch& launch) { return launch.step == step; }),
                        in_.launches.end());
@@ -452,7 +540,7 @@ class InstanceBuilder {
         in_.parameter_pointers.emplace_back(g_.node(operand).input_position, in_.buffers[operand].ptr);
       }
     }
-    in_.convolutions.push_back(std::move(forms[*best]));
+    in_.convolutions.push_back(std::move(call));
   }
 
   // Arena: intermediates by liveness, then the library workspace (live throughout).
@@ -583,6 +671,7 @@ class InstanceBuilder {
 
   // cuBLASLt plans with final pointers; parameter inputs they read must keep their address.
   void create_library_calls() {
+    const bool search = config()->search;
     for (size_t m = 0; m < matmul_steps_.size(); ++m) {
       const Node& node = g_.node(steps()[matmul_steps_[m]].node);
       const std::vector<int64_t>& out = in_.buffers[node.id].sizes;
@@ -590,8 +679,10 @@ class InstanceBuilder {
       // cuBLASLt's heuristic ranks candidates by a model; timing them on this device picks better
       // kernels for the small and skinny shapes these graphs have (done once per instance).
       if (product(out) > 0) {
-        host_syncs_ += in_.matmuls[m]->select_fastest(reinterpret_cast<void*>(in_.buffers[node.id].ptr),
-                                                                in_.workspace, static_cast<CUstream>(context_.stream));
+        const std::string choice = choose_matmul_algorithm(
+            *in_.matmuls[m], reinterpret_cast<void*>(in_.buffers[node.id].ptr), in_.workspace,
+            static_cast<CUstream>(context_.stream), device_key(device_.device), search, host_syncs_, in_.choice_counts);
+        if (!choice.empty()) in_.choices.push_back(str_cat(describe_step(node), ": ", choice));
       }
       for (NodeId operand : node.inputs) {
         const NodeId base = memory_read_by_library(operand);
@@ -708,6 +799,7 @@ class InstanceBuilder {
   std::vector<size_t> node_bytes_;   // per node, evaluated
   ArenaLayout arena_;
   std::vector<size_t> matmul_steps_;  // the library steps, in order (index: in_.matmuls)
+  std::map<size_t, ConvolutionLookup> convolution_lookups_;  // per convolution step cuDNN may take
   CUgraphNode previous_ = nullptr;    // the graph's last node so far
 };
 
