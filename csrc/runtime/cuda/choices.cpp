@@ -82,6 +82,11 @@ std::string choose_matmul_algorithm(cuda::Matmul& matmul, void* out, void* works
   return str_cat(chosen(), " (", times, ")");
 }
 
+std::string generated_kernel_key(const codegen::Kernel& kernel) {
+  return str_cat(std::hex, fnv1a64(kernel.source), std::dec, " (blocks of ", kernel.block_size, ", ",
+                 kernel.threads_per_output, " threads per output, ", kernel.grid_y, " pieces)");
+}
+
 std::string convolution_choice_key(const cuda::ConvolutionProblem& problem, const Config& settings,
                                    const std::string& generated, const std::string& device) {
   const bool against_generated = settings.convolution == ConvolutionChoice::Measured;

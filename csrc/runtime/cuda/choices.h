@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "codegen/cuda_codegen.h"
 #include "common/config.h"
 #include "runtime/cuda/api.h"
 #include "runtime/cuda/cublaslt.h"
@@ -40,6 +41,9 @@ struct ConvolutionLookup {
   int64_t engine = -1;   // Library: cuDNN's global engine index
   std::string times;     // what was measured, for the record of choices
 };
+
+// A generated kernel as a part of keys: its source's hash and its launch shape.
+std::string generated_kernel_key(const codegen::Kernel& kernel);
 
 // The key of a convolution's choice: the problem (every shape, stride, dtype, alignment, TF32),
 // what is chosen between (`settings`), the generated kernel it is timed against (`generated`:

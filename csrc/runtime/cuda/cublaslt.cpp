@@ -235,7 +235,10 @@ std::string describe_operand(const char* name, const MatrixOperand& x) {
 }  // namespace
 
 std::string Matmul::choice_key(const void* out) const {
-  const char* epilogue = !epilogue_.bias ? "none" : epilogue_.relu ? "bias+relu" : epilogue_.gelu_tanh ? "bias+gelu" : "bias";
+  const char* epilogue = !epilogue_.bias         ? "none"
+                         : epilogue_.relu        ? "bias+relu"
+                         : epilogue_.gelu_tanh   ? "bias+gelu"
+                                                 : "bias";
   return str_cat("cuBLASLt ", cublaslt().cublasLtGetVersion(), " ", describe(out), ", epilogue ", epilogue,
                  epilogue_.bias ? str_cat(" (bias aligned to ", alignment_of(epilogue_.bias), " bytes)") : "",
                  shape_.allow_tf32 ? ", TF32 allowed" : "");

@@ -6,7 +6,6 @@
 #include <optional>
 #include <unordered_map>
 
-#include "common/cache_files.h"
 #include "common/checked.h"
 #include "common/choice_cache.h"
 #include "common/config.h"
@@ -334,11 +333,7 @@ class InstanceBuilder {
   ConvolutionLookup look_up_choice(size_t s, const cuda::ConvolutionProblem& problem, const Config& settings) const {
     if (!settings.search) return ConvolutionLookup{};
     const int k = program_.step_kernels[s].kernel;
-    const std::string generated =
-        k < 0 ? std::string("(none)")
-              : str_cat(std::hex, fnv1a64(program_.kernels[k].source), std::dec, " (blocks of ",
-                        program_.kernels[k].block_size, ", ", program_.kernels[k].threads_per_output,
-                        " threads per output, ", program_.kernels[k].grid_y, " pieces)");
+    const std::string generated = k < 0 ? std::string("(none)") : generated_kernel_key(program_.kernels[k]);
     return look_up_convolution(convolution_choice_key(problem, settings, generated, device_key(device_.device)));
   }
 
