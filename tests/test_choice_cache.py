@@ -38,7 +38,7 @@ x = torch.randn(4, 8, 12, 12, device="cuda", dtype=dtype)
 captured = []
 
 def backend(gm, inputs):
-    compiled = luminal.luminal_backend(gm, inputs, megakernel=False)
+    compiled = luminal.luminal_backend(gm, inputs, megakernel=False, strict=True)
     captured.append(compiled)
     return compiled
 
