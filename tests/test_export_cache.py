@@ -313,7 +313,12 @@ def test_graphs_directory_replaced_by_a_fifo_turns_the_export_cache_off(device: 
 
 def test_prune_removes_temporaries_left_by_dead_writers(cache_dir: Path) -> None:
     (cache_dir / "graphs").mkdir()
-    stale = [cache_dir / ".sm_90-1.cubin.tmp.99.1.0", cache_dir / "graphs" / ".abc.graph.tmp.x1"]
+    (cache_dir / "choices").mkdir()
+    stale = [
+        cache_dir / ".sm_90-1.cubin.tmp.99.1.0",
+        cache_dir / "graphs" / ".abc.graph.tmp.x1",
+        cache_dir / "choices" / ".1f2e.choice.tmp.99.1.0",
+    ]
     fresh = cache_dir / "graphs" / ".def.graph.tmp.x2"
     for path in [*stale, fresh]:
         path.write_bytes(b"partial")
@@ -321,6 +326,20 @@ def test_prune_removes_temporaries_left_by_dead_writers(cache_dir: Path) -> None
         os.utime(path, (1_000, 1_000))
     export_cache.prune(cache_dir, 1 << 30)
     assert not any(path.exists() for path in stale) and fresh.exists()
+
+
+def test_prune_counts_measured_choices_least_recently_used_first(cache_dir: Path) -> None:
+    """Choice entries (csrc/common/choice_cache.h) share the cache's size limit with the rest."""
+    (cache_dir / "choices").mkdir()
+    old_choice, new_choice = cache_dir / "choices" / "a1.choice", cache_dir / "choices" / "b2.choice"
+    kernel = cache_dir / "sm_90-1.cubin"
+    for path, size, used in ((old_choice, 300, 1_000), (kernel, 500, 2_000), (new_choice, 200, 3_000)):
+        path.write_bytes(b"c" * size)
+        os.utime(path, (used, used))
+    assert export_cache.prune(cache_dir, 750) == 300
+    assert not old_choice.exists() and kernel.exists() and new_choice.exists()
+    assert export_cache.prune(cache_dir, 0) == 700
+    assert list(cache_dir.rglob("*.c*")) == []
 
 
 # ------------------------------------------------------------------------------------------------

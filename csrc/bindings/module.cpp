@@ -385,6 +385,8 @@ class PyCompiledGraph {
       c["pointer_updates"] = s.cuda.pointer_updates;
       c["calls"] = s.cuda.calls;
       c["choices"] = s.cuda.choices;
+      c["choice_cache_hits"] = s.cuda.choice_cache_hits;
+      c["choice_cache_misses"] = s.cuda.choice_cache_misses;
       d["cuda"] = c;
     }
 #endif

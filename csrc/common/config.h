@@ -22,7 +22,8 @@
 //   XDG_CACHE_HOME, HOME          $XDG_CACHE_HOME/luminal (when absolute), else $HOME/.cache/luminal;
 //                                 HOME also expands "~" in the directories above
 //   LUMINAL_SEARCH=0              CUDA: choose kernels by rule only, without timing candidates on
-//                                 the device (default: measured choice)
+//                                 the device (default: measured choice, remembered in the cache:
+//                                 common/choice_cache.h; rules only neither read nor write it)
 //   LUMINAL_CONVOLUTION=          CUDA: "cudnn" or "generated" runs every convolution that way
 //                                 (where cuDNN takes it); unset or "auto": the faster, as measured
 //   LUMINAL_MAX_ARCHIVE_BYTES=n   the most bytes read from one PT2 archive (default 64 GiB)

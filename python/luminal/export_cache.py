@@ -449,13 +449,14 @@ def cache_limit_bytes() -> int:
 
 def prune(root: Path, limit_bytes: int) -> int:
     """Deletes the least recently used cache files (kernels in `root`, exported graphs in
-    `root/graphs`) until the rest fit in `limit_bytes`. Returns the bytes freed. Files that another
-    process removes or replaces meanwhile are skipped."""
+    `root/graphs`, measured choices in `root/choices`) until the rest fit in `limit_bytes`.
+    Returns the bytes freed. Files that another process removes or replaces meanwhile are skipped."""
     return _prune(root, limit_bytes)[0]
 
 
-# Cache files: kernels, exported graphs, and the files of earlier formats (graphs/*.pt2, *.json).
-_CACHE_PATTERNS = ("*.cubin", f"graphs/*{_SUFFIX}", "graphs/*.pt2", "graphs/*.json")
+# Cache files: kernels, exported graphs, measured kernel choices (csrc/common/choice_cache.h), and
+# the files of earlier formats (graphs/*.pt2, *.json).
+_CACHE_PATTERNS = ("*.cubin", f"graphs/*{_SUFFIX}", "graphs/*.pt2", "graphs/*.json", "choices/*.choice")
 # A temporary file this old was left by a writer that died: removed by the next scan.
 _STALE_TEMPORARY_SECONDS = 3600.0
 
@@ -487,7 +488,7 @@ def _prune(root: Path, limit_bytes: int) -> tuple[int, int]:
 
 def _remove_stale_temporaries(root: Path) -> None:
     now = time.time()
-    for pattern in (".*.tmp.*", "graphs/.*.tmp.*"):
+    for pattern in (".*.tmp.*", "graphs/.*.tmp.*", "choices/.*.tmp.*"):
         for path in root.glob(pattern):
             try:
                 info = path.lstat()

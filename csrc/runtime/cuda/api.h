@@ -34,6 +34,7 @@ void add_library_dirs(const std::vector<std::string>& dirs);
   X(cuDriverGetVersion)                \
   X(cuDeviceGet)                       \
   X(cuDeviceGetAttribute)              \
+  X(cuDeviceGetName)                   \
   X(cuDevicePrimaryCtxRetain)          \
   X(cuCtxGetCurrent)                   \
   X(cuCtxSetCurrent)                   \

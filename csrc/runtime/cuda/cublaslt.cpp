@@ -82,7 +82,7 @@ struct Matmul::Descriptors {
 };
 
 Matmul::Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOperand& b, const MatmulEpilogue& epilogue)
-    : d_(std::make_unique<Descriptors>()), shape_(shape), a_(a), b_(b) {
+    : d_(std::make_unique<Descriptors>()), shape_(shape), a_(a), b_(b), epilogue_(epilogue) {
   const std::optional<ColumnMajor> ta = transposed(b, shape.k, shape.n);  // b^T
   const std::optional<ColumnMajor> tb = transposed(a, shape.m, shape.k);  // a^T
   LUMINAL_CHECK(ta && tb, "internal error: matmul operand layout is not BLAS-compatible");
@@ -163,9 +163,9 @@ Matmul::Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOpe
   LUMINAL_CHECK(!d_->candidates.empty(), "cuBLASLt's algorithms all failed for ", describe(nullptr));
 }
 
-size_t Matmul::select_fastest(void* out, void* workspace, CUstream stream) {
-  if (d_->candidates.size() < 2) return 0;
-  size_t syncs = 0;
+size_t Matmul::candidate_count() const { return d_->candidates.size(); }
+
+float Matmul::select_fastest(void* out, void* workspace, CUstream stream, size_t& syncs) {
   float best = std::numeric_limits<float>::max();
   std::optional<size_t> best_index;
   std::string last_failure;
@@ -186,7 +186,30 @@ size_t Matmul::select_fastest(void* out, void* workspace, CUstream stream) {
   // Keeping a candidate that failed would only fail later, inside a captured CUDA graph.
   LUMINAL_CHECK(best_index.has_value(), "every cuBLASLt algorithm failed to run ", describe(out), ": ", last_failure);
   d_->chosen = *best_index;
-  return syncs;
+  return best;
+}
+
+size_t Matmul::chosen() const { return d_->chosen; }
+
+namespace {
+
+std::string algorithm_text(const cublasLtMatmulAlgo_t& algorithm) {
+  std::string text;
+  for (const uint64_t word : algorithm.data) text += str_cat(text.empty() ? "" : ".", std::hex, word);
+  return text;
+}
+
+}  // namespace
+
+std::string Matmul::chosen_algorithm() const { return algorithm_text(d_->candidates.at(d_->chosen)); }
+
+bool Matmul::choose_algorithm(const std::string& algorithm) {
+  for (size_t i = 0; i < d_->candidates.size(); ++i) {
+    if (algorithm_text(d_->candidates[i]) != algorithm) continue;
+    d_->chosen = i;
+    return true;
+  }
+  return false;
 }
 
 Matmul::~Matmul() = default;
@@ -204,13 +227,22 @@ void Matmul::run(void* out, void* workspace, CUstream stream) const {
 
 namespace {
 
-
 std::string describe_operand(const char* name, const MatrixOperand& x) {
   return str_cat(name, " strides [", x.batch_stride, ", ", x.row_stride, ", ", x.col_stride, "] aligned to ",
                  alignment_of(x.data), " bytes");
 }
 
 }  // namespace
+
+std::string Matmul::choice_key(const void* out) const {
+  const char* epilogue = !epilogue_.bias         ? "none"
+                         : epilogue_.relu        ? "bias+relu"
+                         : epilogue_.gelu_tanh   ? "bias+gelu"
+                                                 : "bias";
+  return str_cat("cuBLASLt ", cublaslt().cublasLtGetVersion(), " ", describe(out), ", epilogue ", epilogue,
+                 epilogue_.bias ? str_cat(" (bias aligned to ", alignment_of(epilogue_.bias), " bytes)") : "",
+                 shape_.allow_tf32 ? ", TF32 allowed" : "");
+}
 
 std::string Matmul::describe(const void* out) const {
   std::string text = str_cat(dtype_name(shape_.dtype), " matmul [", shape_.batch, ", ", shape_.m, ", ", shape_.k,

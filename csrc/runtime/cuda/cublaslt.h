@@ -42,9 +42,22 @@ class Matmul {
 
   // The largest workspace any candidate algorithm needs.
   size_t workspace_bytes() const { return workspace_bytes_; }
-  // Times every candidate algorithm on this stream and keeps the fastest. Returns how many times it
-  // waited for the stream (the host synchronizations it cost).
-  size_t select_fastest(void* out, void* workspace, CUstream stream);
+  // cuBLASLt's candidate algorithms, best ranked first; the first is chosen until one of these
+  // calls chooses another.
+  size_t candidate_count() const;
+  // Times every candidate algorithm on this stream and keeps the fastest. Returns its time per run
+  // in milliseconds; adds the host waits it cost to `syncs`.
+  float select_fastest(void* out, void* workspace, CUstream stream, size_t& syncs);
+  // The chosen candidate's position and its algorithm as text (cuBLASLt documents the algorithm
+  // structure as serializable for reuse with the same library version).
+  size_t chosen() const;
+  std::string chosen_algorithm() const;
+  // Chooses the candidate whose algorithm is `algorithm` (chosen_algorithm() of an earlier
+  // instance); false, choosing nothing, when no candidate has it.
+  bool choose_algorithm(const std::string& algorithm);
+  // The problem as a key for measured choices: everything the candidates and their speed depend
+  // on (dtype, shapes, strides, alignments of every pointer, epilogue, TF32, cuBLASLt's version).
+  std::string choice_key(const void* out) const;
   void run(void* out, void* workspace, CUstream stream) const;
 
  private:
@@ -55,6 +68,7 @@ class Matmul {
   std::unique_ptr<Descriptors> d_;
   MatmulShape shape_;
   MatrixOperand a_, b_;
+  MatmulEpilogue epilogue_;
   size_t workspace_bytes_ = 0;
 };
 

@@ -31,6 +31,8 @@ std::string describe(const ConvolutionProblem& p) {
 
 #if LUMINAL_HAVE_CUDNN
 
+std::string cudnn_version() { return str_cat(cudnn().cudnnGetVersion()); }
+
 namespace {
 
 // A backend descriptor, destroyed with its owner.
@@ -260,7 +262,7 @@ std::vector<Descriptor> operation_graph(const ConvolutionProblem& p, cudnnHandle
 
 // Execution plans for the acceptable engines of `graph`, heuristics' order first, then fallbacks.
 void add_candidates(CudnnConvolution::Plans& plans, const ConvolutionProblem& problem, const Descriptor& graph,
-                    size_t max_candidates) {
+                    size_t max_candidates, std::optional<int64_t> only_engine) {
   constexpr int64_t kMaxWorkspace = int64_t{1} << 30;
   std::vector<int64_t> seen;
   for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
@@ -268,6 +270,7 @@ void add_candidates(CudnnConvolution::Plans& plans, const ConvolutionProblem& pr
       if (plans.candidates.size() >= max_candidates) return;
       int64_t engine = -1;
       if (!acceptable_numerics(config.get(), problem, engine)) continue;
+      if (only_engine && engine != *only_engine) continue;
       if (std::find(seen.begin(), seen.end(), engine) != seen.end()) continue;
       Descriptor plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
       plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &plans.slot->handle, 1);
@@ -286,7 +289,8 @@ void add_candidates(CudnnConvolution::Plans& plans, const ConvolutionProblem& pr
 
 }  // namespace
 
-CudnnConvolution::CudnnConvolution(const ConvolutionProblem& problem, size_t max_candidates)
+CudnnConvolution::CudnnConvolution(const ConvolutionProblem& problem, size_t max_candidates,
+                                   std::optional<int64_t> only_engine)
     : plans_(std::make_unique<Plans>()), problem_(problem) {
   const size_t rank = problem.stride.size() + 2;
   LUMINAL_CHECK(problem.stride.size() >= 2 && problem.x_sizes.size() == rank && problem.w_sizes.size() == rank &&
@@ -296,10 +300,11 @@ CudnnConvolution::CudnnConvolution(const ConvolutionProblem& problem, size_t max
   cudnn();  // raises when the library is missing
   plans_->slot = &handle_for_current_device();
   std::vector<Descriptor> keep = operation_graph(problem, plans_->slot->handle);
-  add_candidates(*plans_, problem, keep.back(), max_candidates);
+  add_candidates(*plans_, problem, keep.back(), max_candidates, only_engine);
   for (Descriptor& d : keep) plans_->keep.push_back(std::move(d));
-  LUMINAL_CHECK(!plans_->candidates.empty(), "cuDNN (version ", cudnn().cudnnGetVersion(),
-                ") has no engine with the required numerics for the ", describe(problem));
+  LUMINAL_CHECK(!plans_->candidates.empty(), "cuDNN (version ", cudnn().cudnnGetVersion(), ") has no engine ",
+                only_engine ? str_cat(*only_engine, " ") : "", "with the required numerics for the ",
+                describe(problem));
   for (const Plans::Candidate& c : plans_->candidates) {
     workspace_bytes_ = std::max(workspace_bytes_, static_cast<size_t>(c.workspace));
   }
@@ -349,15 +354,17 @@ float CudnnConvolution::select_fastest(const void* x, const void* w, void* y, vo
   return best;
 }
 
-std::string CudnnConvolution::chosen_name() const {
-  return str_cat("cuDNN engine ", plans_->candidates.at(plans_->chosen).engine);
-}
+std::string CudnnConvolution::chosen_name() const { return str_cat("cuDNN engine ", chosen_engine()); }
+
+int64_t CudnnConvolution::chosen_engine() const { return plans_->candidates.at(plans_->chosen).engine; }
 
 #else  // no cuDNN headers at build time
 
+std::string cudnn_version() { fail("this build of luminal has no cuDNN support"); }
+
 struct CudnnConvolution::Plans {};
 
-CudnnConvolution::CudnnConvolution(const ConvolutionProblem& problem, size_t)
+CudnnConvolution::CudnnConvolution(const ConvolutionProblem& problem, size_t, std::optional<int64_t>)
     : plans_(std::make_unique<Plans>()), problem_(problem) {
   fail("this build of luminal has no cuDNN support (its headers were not found at build time)");
 }
@@ -369,6 +376,7 @@ float CudnnConvolution::select_fastest(const void*, const void*, void*, void*, C
   fail("this build of luminal has no cuDNN support");
 }
 std::string CudnnConvolution::chosen_name() const { return "none"; }
+int64_t CudnnConvolution::chosen_engine() const { return -1; }
 
 #endif
 

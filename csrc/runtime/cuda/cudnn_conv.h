@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,11 +31,16 @@ struct ConvolutionProblem {
 // The problem in words, for messages: shapes, strides, dtypes, parameters.
 std::string describe(const ConvolutionProblem& problem);
 
+// The loaded cuDNN's version (cudnnGetVersion); raises when cuDNN is unavailable.
+std::string cudnn_version();
+
 class CudnnConvolution {
  public:
   // Builds the operation graph and finalizes an execution plan for every acceptable engine (at most
-  // `max_candidates`). Raises luminal::Error when cuDNN is unavailable or no engine takes the problem.
-  CudnnConvolution(const ConvolutionProblem& problem, size_t max_candidates);
+  // `max_candidates`; with `only_engine`, for that engine alone: a choice measured before). Raises
+  // luminal::Error when cuDNN is unavailable or no engine takes the problem.
+  CudnnConvolution(const ConvolutionProblem& problem, size_t max_candidates,
+                   std::optional<int64_t> only_engine = std::nullopt);
   ~CudnnConvolution();
   CudnnConvolution(const CudnnConvolution&) = delete;
   CudnnConvolution& operator=(const CudnnConvolution&) = delete;
@@ -47,6 +53,7 @@ class CudnnConvolution {
   void run(const void* x, const void* w, void* y, void* workspace, CUstream stream) const;
   // "cuDNN engine 12" (the chosen candidate's global index).
   std::string chosen_name() const;
+  int64_t chosen_engine() const;
   const ConvolutionProblem& problem() const { return problem_; }
 
   struct Plans;  // cuDNN's descriptors (defined where cuDNN's headers are)

@@ -124,6 +124,8 @@ Instance& Executor::instance_for(const SymbolValues& symbols, const CallContext&
   ++stats_.instances;
   ++stats_.graph_builds;
   stats_.choices = built->choices;
+  stats_.choice_cache_hits += built->choice_counts.hits;
+  stats_.choice_cache_misses += built->choice_counts.misses;
   instances_.emplace_back(InstanceKey{context.stream, context.allow_tf32, context.allow_tf32_convolution, symbols},
                           std::move(built));
   return *instances_.back().second;

@@ -59,6 +59,10 @@ struct Stats {
   size_t host_syncs = 0;         // waits for the GPU (instance builds, error checks that must wait), cumulative
   bool megakernel = false;       // the whole graph runs as one row kernel
   std::vector<std::string> choices;  // the last instance's choices between measured alternatives
+  // Measured choices (cuBLASLt algorithms, cuDNN engines, cuDNN or generated) taken from the on-disk
+  // cache, and timed on the device (no usable entry, or caching off), over every instance built.
+  size_t choice_cache_hits = 0;
+  size_t choice_cache_misses = 0;
   size_t scatter_copy_bytes = 0;  // bytes of scatter bases the last call copied (in-place scatters copy none)
 };
 

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <optional>
 #include <unordered_map>
 
 #include "common/checked.h"
+#include "common/choice_cache.h"
 #include "common/config.h"
 #include "common/error.h"
 #include "ir/simplify.h"
@@ -294,8 +296,6 @@ class InstanceBuilder {
   // the workspace they need. A convolution cuDNN declines runs its generated kernel.
   size_t plan_convolutions() {
     const std::shared_ptr<const Config> settings = config();
-    constexpr size_t kCandidates = 8;  // engines timed when searching; by rule: cuDNN's first
-    const size_t candidates = settings->search ? kCandidates : 1;
     size_t workspace = 0;
     for (size_t s = 0; s < steps().size(); ++s) {
       if (steps()[s].kind != StepKind::Convolution) continue;
@@ -311,9 +311,11 @@ class InstanceBuilder {
         continue;
       }
       try {
-        Instance::LibraryConvolution call{s, std::make_unique<cuda::CudnnConvolution>(*problem, candidates)};
-        workspace = std::max(workspace, call.library->workspace_bytes());
-        in_.convolutions.push_back(std::move(call));
+        for (Instance::LibraryConvolution& call : planned_convolutions(s, node, *problem, *settings)) {
+          call.step = s;
+          workspace = std::max(workspace, call.library->workspace_bytes());
+          in_.convolutions.push_back(std::move(call));
+        }
       } catch (const Error& error) {
         const std::string reason = error.what();
         in_.choices.push_back(str_cat(describe_step(node), ": generated kernel (cuDNN declined: ",
@@ -321,6 +323,44 @@ class InstanceBuilder {
       }
     }
     return workspace;
+  }
+
+  // The measured choice for step `s` stored in the cache, if any (rules only: none).
+  ConvolutionLookup look_up_choice(size_t s, const cuda::ConvolutionProblem& problem, const Config& settings) const {
+    if (!settings.search) return ConvolutionLookup{};
+    const int k = program_.step_kernels[s].kernel;
+    const std::string generated = k < 0 ? std::string("(none)") : generated_kernel_key(program_.kernels[k]);
+    return look_up_convolution(convolution_choice_key(problem, settings, generated, device_key(device_.device)));
+  }
+
+  // The cuDNN plans step `s` needs: none when the cache says the generated kernel wins, the cached
+  // engine alone when cuDNN does and still offers it, else cuDNN's candidate engines to time.
+  std::vector<Instance::LibraryConvolution> planned_convolutions(size_t s, const Node& node,
+                                                                 const cuda::ConvolutionProblem& problem,
+                                                                 const Config& settings) {
+    ConvolutionLookup& cached = convolution_lookups_[s] = look_up_choice(s, problem, settings);
+    if (cached.winner == ConvolutionLookup::Winner::Generated) {
+      ++in_.choice_counts.hits;
+      in_.choices.push_back(str_cat(describe_step(node), ": generated kernel (cached: ", cached.times, ")"));
+      return {};
+    }
+    if (cached.winner == ConvolutionLookup::Winner::Library) {
+      try {
+        std::vector<Instance::LibraryConvolution> plans;
+        plans.push_back(
+            Instance::LibraryConvolution{0, std::make_unique<cuda::CudnnConvolution>(problem, 1, cached.engine)});
+        return plans;
+      } catch (const Error& error) {
+        forget_choice(cached.key, str_cat("names cuDNN engine ", cached.engine, ", which no longer takes the problem: ",
+                                          error.what()));
+        cached.winner = ConvolutionLookup::Winner::None;
+      }
+    }
+    constexpr size_t kCandidates = 8;  // engines timed when searching; by rule: cuDNN's first
+    std::vector<Instance::LibraryConvolution> plans;
+    plans.push_back(Instance::LibraryConvolution{
+        0, std::make_unique<cuda::CudnnConvolution>(problem, settings.search ? kCandidates : 1)});
+    return plans;
   }
 
   // Milliseconds per run of `run_once` on the instance's stream (cuda::time_on_stream).
@@ -379,6 +419,11 @@ class InstanceBuilder {
     const Buffer &x = in_.buffers[node.inputs[0]], &w = in_.buffers[node.inputs[1]], &y = in_.buffers[node.id];
     if (product(y.sizes) == 0) return;
     const int alignment = std::min({alignment_of(x.ptr), alignment_of(w.ptr), alignment_of(y.ptr)});
+    const ConvolutionLookup& cached = convolution_lookups_[step];
+    if (cached.winner == ConvolutionLookup::Winner::Library) {
+      reuse_library_convolution(std::move(call), node, alignment, cached);
+      return;
+    }
     if (alignment < call.library->problem().alignment) {
       in_.choices.push_back(
           str_cat(describe_step(node), ": generated kernel (cuDNN's plans need more aligned operands)"));
@@ -401,9 +446,46 @@ class InstanceBuilder {
         }
       }
     }
-    in_.choices.push_back(
-        str_cat(describe_step(node), ": ", use_library ? "cuDNN" : "generated kernel", " (", times, ")"));
-    if (!use_library) return;
+    if (settings.search) {  // measured: remembered for the next process
+      ++in_.choice_counts.misses;
+      store_convolution_choice(cached.key, use_library, call.library->chosen_engine(), times);
+    }
+    const std::string choice = str_cat(use_library ? "cuDNN" : "generated kernel", " (", times, ")");
+    if (use_library) {
+      use_library_convolution(std::move(call), node, choice);
+    } else {
+      in_.choices.push_back(str_cat(describe_step(node), ": ", choice));
+    }
+  }
+
+  // A cached cuDNN winner (the one plan made for it): kept when the operands are as aligned as it
+  // needs and it runs, else the generated kernel runs and the entry is forgotten.
+  void reuse_library_convolution(Instance::LibraryConvolution call, const Node& node, int alignment,
+                                 const ConvolutionLookup& cached) {
+    std::string failure;
+    if (alignment < call.library->problem().alignment) {
+      failure = str_cat("operands aligned to ", alignment, " bytes, not ", call.library->problem().alignment);
+    } else {
+      try {
+        run_library_convolution(in_, call, node, static_cast<CUstream>(context_.stream));
+      } catch (const Error& error) {
+        failure = error.what();
+      }
+    }
+    if (failure.empty()) {
+      ++in_.choice_counts.hits;
+      use_library_convolution(std::move(call), node, str_cat("cuDNN (cached: ", cached.times, ")"));
+      return;
+    }
+    forget_choice(cached.key, str_cat("names cuDNN engine ", cached.engine, ", which cannot run here: ", failure));
+    in_.choices.push_back(str_cat(describe_step(node), ": generated kernel (the cached cuDNN engine ", cached.engine,
+                                  " cannot run: ", failure, ")"));
+  }
+
+  // cuDNN computes `node` (step call.step): its generated kernels are dropped.
+  void use_library_convolution(Instance::LibraryConvolution call, const Node& node, const std::string& choice) {
+    in_.choices.push_back(str_cat(describe_step(node), ": ", choice));
+    const size_t step = call.step;
     in_.launches.erase(std::remove_if(in_.launches.begin(), in_.launches.end(),
                                       [&](const Instance::Launch& launch) { return launch.step == step; }),
                        in_.launches.end());
@@ -543,6 +625,7 @@ class InstanceBuilder {
 
   // cuBLASLt plans with final pointers; parameter inputs they read must keep their address.
   void create_library_calls() {
+    const bool search = config()->search;
     for (size_t m = 0; m < matmul_steps_.size(); ++m) {
       const Node& node = g_.node(steps()[matmul_steps_[m]].node);
       const std::vector<int64_t>& out = in_.buffers[node.id].sizes;
@@ -550,8 +633,10 @@ class InstanceBuilder {
       // cuBLASLt's heuristic ranks candidates by a model; timing them on this device picks better
       // kernels for the small and skinny shapes these graphs have (done once per instance).
       if (product(out) > 0) {
-        host_syncs_ += in_.matmuls[m]->select_fastest(reinterpret_cast<void*>(in_.buffers[node.id].ptr),
-                                                                in_.workspace, static_cast<CUstream>(context_.stream));
+        const std::string choice = choose_matmul_algorithm(
+            *in_.matmuls[m], reinterpret_cast<void*>(in_.buffers[node.id].ptr), in_.workspace,
+            static_cast<CUstream>(context_.stream), device_key(device_.device), search, host_syncs_, in_.choice_counts);
+        if (!choice.empty()) in_.choices.push_back(str_cat(describe_step(node), ": ", choice));
       }
       for (NodeId operand : node.inputs) {
         const NodeId base = memory_read_by_library(operand);
@@ -668,6 +753,7 @@ class InstanceBuilder {
   std::vector<size_t> node_bytes_;   // per node, evaluated
   ArenaLayout arena_;
   std::vector<size_t> matmul_steps_;  // the library steps, in order (index: in_.matmuls)
+  std::map<size_t, ConvolutionLookup> convolution_lookups_;  // per convolution step cuDNN may take
   CUgraphNode previous_ = nullptr;    // the graph's last node so far
 };
 

@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "runtime/cuda/api.h"
+#include "runtime/cuda/choices.h"
 #include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/cudnn_conv.h"
 #include "runtime/cuda/executor.h"
@@ -113,6 +114,7 @@ struct Instance {
   std::vector<LibraryConvolution> convolutions;
   // Each measured or forced choice between alternatives, with their times (stats, explain).
   std::vector<std::string> choices;
+  ChoiceCounts choice_counts;  // of the measured choices: taken from the on-disk cache, or timed
 
   struct Launch {
     size_t step = 0;

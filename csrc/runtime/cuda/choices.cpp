@@ -1,0 +1,130 @@
+#include "runtime/cuda/choices.h"
+
+#include <charconv>
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include "common/cache_files.h"
+#include "common/choice_cache.h"
+#include "common/error.h"
+
+namespace luminal::runtime::gpu {
+
+std::string device_key(int device) {
+  static std::mutex mutex;
+  static std::map<int, std::string> keys;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (const auto known = keys.find(device); known != keys.end()) return known->second;
+  const cuda::DriverApi& api = cuda::driver();
+  CUdevice dev = 0;
+  LUMINAL_CU(api.cuDeviceGet(&dev, device));
+  char name[256] = {};
+  LUMINAL_CU(api.cuDeviceGetName(name, sizeof name - 1, dev));
+  int major = 0, minor = 0, sms = 0, driver_version = 0;
+  LUMINAL_CU(api.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+  LUMINAL_CU(api.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
+  LUMINAL_CU(api.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+  LUMINAL_CU(api.cuDriverGetVersion(&driver_version));
+  return keys[device] = str_cat(name, ", sm_", major, minor, ", ", sms, " SMs, driver ", driver_version);
+}
+
+namespace {
+
+std::optional<int64_t> parse_int(const std::string& text) {
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (error != std::errc() || stop != end) return std::nullopt;
+  return value;
+}
+
+// The stored winner of `matmul` chosen, and run once to see that it still runs; false (nothing
+// usable: measure) otherwise, the entry forgotten where it named something unusable.
+bool reuse_matmul_algorithm(cuda::Matmul& matmul, const std::string& key, void* out, void* workspace,
+                            CUstream stream, std::string& times) {
+  const std::optional<ChoiceFields> stored = load_choice(key);
+  if (!stored) return false;
+  const auto algorithm = stored->find("algorithm");
+  if (algorithm == stored->end() || !matmul.choose_algorithm(algorithm->second)) {
+    forget_choice(key, "names no algorithm cuBLASLt offers for this problem");
+    return false;
+  }
+  try {
+    matmul.run(out, workspace, stream);
+  } catch (const Error& error) {
+    forget_choice(key, str_cat("names an algorithm that failed to run: ", error.what()));
+    return false;
+  }
+  const auto measured = stored->find("times");
+  times = measured == stored->end() ? "" : measured->second;
+  return true;
+}
+
+}  // namespace
+
+std::string choose_matmul_algorithm(cuda::Matmul& matmul, void* out, void* workspace, CUstream stream,
+                                    const std::string& device, bool search, size_t& syncs, ChoiceCounts& counts) {
+  const size_t candidates = matmul.candidate_count();
+  if (candidates < 2) return "";
+  const auto chosen = [&] { return str_cat("cuBLASLt algorithm ", matmul.chosen() + 1, " of ", candidates); };
+  if (!search) return chosen() + " (by rule: cuBLASLt's best ranked)";
+  const std::string key = str_cat("matmul | ", matmul.choice_key(out), " | ", device);
+  std::string times;
+  if (reuse_matmul_algorithm(matmul, key, out, workspace, stream, times)) {
+    ++counts.hits;
+    return str_cat(chosen(), " (cached: ", times, ")");
+  }
+  const float ms = matmul.select_fastest(out, workspace, stream, syncs);
+  ++counts.misses;
+  times = str_cat(ms, " ms, the fastest of ", candidates, " timed");
+  store_choice(key, {{"algorithm", matmul.chosen_algorithm()}, {"times", times}});
+  return str_cat(chosen(), " (", times, ")");
+}
+
+std::string generated_kernel_key(const codegen::Kernel& kernel) {
+  return str_cat(std::hex, fnv1a64(kernel.source), std::dec, " (blocks of ", kernel.block_size, ", ",
+                 kernel.threads_per_output, " threads per output, ", kernel.grid_y, " pieces)");
+}
+
+std::string convolution_choice_key(const cuda::ConvolutionProblem& problem, const Config& settings,
+                                   const std::string& generated, const std::string& device) {
+  const bool against_generated = settings.convolution == ConvolutionChoice::Measured;
+  return str_cat("convolution | ", cuda::describe(problem), problem.allow_tf32 ? ", TF32 allowed" : "",
+                 " | cuDNN ", cuda::cudnn_version(),
+                 against_generated ? str_cat(" or the generated kernel ", generated) : " only", " | ", device);
+}
+
+ConvolutionLookup look_up_convolution(const std::string& key) {
+  ConvolutionLookup lookup;
+  lookup.key = key;
+  const std::optional<ChoiceFields> stored = load_choice(key);
+  if (!stored) return lookup;
+  const auto field = [&](const char* name) {
+    const auto found = stored->find(name);
+    return found == stored->end() ? std::string() : found->second;
+  };
+  lookup.times = field("times");
+  const std::string winner = field("winner");
+  const std::optional<int64_t> engine = parse_int(field("engine"));
+  if (winner == "generated") {
+    lookup.winner = ConvolutionLookup::Winner::Generated;
+  } else if (winner == "cudnn" && engine) {
+    lookup.winner = ConvolutionLookup::Winner::Library;
+    lookup.engine = *engine;
+  } else {
+    forget_choice(key, "names no winner (fields winner, engine)");
+  }
+  return lookup;
+}
+
+void store_convolution_choice(const std::string& key, bool library, int64_t engine, const std::string& times) {
+  if (key.empty()) return;
+  if (!library) {
+    store_choice(key, {{"winner", "generated"}, {"times", times}});
+    return;
+  }
+  store_choice(key, {{"winner", "cudnn"}, {"engine", str_cat(engine)}, {"times", times}});
+}
+
+}  // namespace luminal::runtime::gpu

@@ -1,0 +1,60 @@
+// The CUDA engine's measured choices through the on-disk choice cache (common/choice_cache.h), so
+// that a warm compile does no search: the keys (the problem in words with the device, driver and
+// library versions), and reuse of a stored winner, which is taken only when it is still among the
+// candidates and runs. LUMINAL_SEARCH=0 (rules only) neither reads nor writes the cache.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "codegen/cuda_codegen.h"
+#include "common/config.h"
+#include "runtime/cuda/api.h"
+#include "runtime/cuda/cublaslt.h"
+#include "runtime/cuda/cudnn_conv.h"
+
+namespace luminal::runtime::gpu {
+
+// Choices taken from the cache (hits) and measured on the device (misses: no usable entry, or
+// caching off).
+struct ChoiceCounts {
+  size_t hits = 0;
+  size_t misses = 0;
+};
+
+// The device and driver in words, for keys: "NVIDIA H100 80GB HBM3, sm_90, 132 SMs, driver 12080".
+std::string device_key(int device);
+
+// Chooses `matmul`'s algorithm (its pointers final, its output `out`): with `search` off,
+// cuBLASLt's best ranked; else the stored winner when it is still a candidate and runs, else the
+// fastest as timed, then stored. Returns the choice in words ("" when there is one candidate).
+std::string choose_matmul_algorithm(cuda::Matmul& matmul, void* out, void* workspace, CUstream stream,
+                                    const std::string& device, bool search, size_t& syncs, ChoiceCounts& counts);
+
+// A convolution step's entry: what was stored under `key` for it.
+struct ConvolutionLookup {
+  enum class Winner { None, Library, Generated };
+  std::string key;  // "" when the choice is not cached (rules only)
+  Winner winner = Winner::None;
+  int64_t engine = -1;   // Library: cuDNN's global engine index
+  std::string times;     // what was measured, for the record of choices
+};
+
+// A generated kernel as a part of keys: its source's hash and its launch shape.
+std::string generated_kernel_key(const codegen::Kernel& kernel);
+
+// The key of a convolution's choice: the problem (every shape, stride, dtype, alignment, TF32),
+// what is chosen between (`settings`), the generated kernel it is timed against (`generated`:
+// its source's hash and launch shape), the device and cuDNN's version. Raises when cuDNN is missing.
+std::string convolution_choice_key(const cuda::ConvolutionProblem& problem, const Config& settings,
+                                   const std::string& generated, const std::string& device);
+
+// The entry stored under `key` ("" or none: Winner::None). An entry that does not say a winner
+// the engine can use is evicted, like a corrupted one, and reads as none.
+ConvolutionLookup look_up_convolution(const std::string& key);
+
+// Stores a measured convolution choice (`library`: cuDNN's plan of `engine`, else the generated kernel).
+void store_convolution_choice(const std::string& key, bool library, int64_t engine, const std::string& times);
+
+}  // namespace luminal::runtime::gpu
