@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <functional>
+#include <map>
 
 #include "codegen/kernel_writer.h"
 #include "ir/simplify.h"
@@ -13,6 +14,18 @@ std::string sanitize(const std::string& symbol) {
   std::string out = "s_";
   for (char c : symbol) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   return out;
+}
+
+std::optional<int64_t> small_static_count(const std::vector<Expr>& extents) {
+  int64_t count = 1;
+  for (const Expr& extent : extents) {
+    const std::optional<int64_t> value = ir::as_int_const(extent);
+    if (!value || *value < 0) return std::nullopt;
+    if (*value == 0) return 0;
+    if (count > (kIndex32Limit - 1) / *value) return std::nullopt;  // the product would reach 2^31
+    count *= *value;
+  }
+  return count;
 }
 
 // ---- shape expressions (i64, symbols only) ----
@@ -270,22 +283,62 @@ std::string KernelWriter::element_function(const std::string& name, const std::s
   return out.str();
 }
 
+// The coordinates of flat index `flat` over `shape` (row-major), as lm_i64 loop variables i0...
+// When the element count is static and below 2^31 (so is `flat`, which the caller keeps below
+// it), the decomposition runs in unsigned 32-bit arithmetic, which a GPU does in a few
+// instructions where 64-bit division takes dozens; the coordinates are widened to lm_i64, so
+// that every index expression computed from them stays 64-bit.
 std::string KernelWriter::unravel(const std::string& flat, int indent, const ir::Shape& shape) const {
   std::ostringstream out;
   const std::string pad(indent, ' ');
-  out << pad << "lm_i64 lm_rest = " << flat << ";\n";
+  const bool narrow = small_static_count(shape).has_value();
+  if (narrow) {
+    out << pad << "unsigned int lm_rest = (unsigned int)" << flat << ";\n";
+  } else {
+    out << pad << "lm_i64 lm_rest = " << flat << ";\n";
+  }
   for (size_t d = shape.size(); d-- > 0;) {
-    const std::string dim = shape_code(shape[d]);
     if (d == 0) {
-      out << pad << "const lm_i64 i0 = lm_rest;\n";
+      out << pad << "const lm_i64 i0 = " << (narrow ? "(lm_i64)lm_rest" : "lm_rest") << ";\n";
     } else if (shape[d]->is_int_const(1)) {
       out << pad << "const lm_i64 i" << d << " = 0;\n";
+    } else if (narrow) {
+      const int64_t dim = ir::as_int_const(shape[d]).value();
+      out << pad << "const lm_i64 i" << d << " = (lm_i64)(lm_rest % " << dim << "u); lm_rest /= " << dim << "u;\n";
     } else {
+      const std::string dim = shape_code(shape[d]);
       out << pad << "const lm_i64 i" << d << " = lm_rest % " << dim << "; lm_rest /= " << dim << ";\n";
     }
   }
   out << pad << "(void)lm_rest;\n";
   return out.str();
+}
+
+// Loop variable d ranges over [0, loop_extents[d]); the node's reduce variables over its static
+// reduce extents; a fold's variable over its fold's extent. A variable id bound with different
+// extents (a fold variable reused, or shadowing a reduce variable) gets no upper bound.
+void KernelWriter::set_index_ranges(const ir::Shape& loop_extents) {
+  std::map<int, std::vector<Expr>> bindings;  // variable id -> the extent of every binding
+  if (node_.kind == NodeKind::Reduce) {
+    for (size_t r = 0; r < node_.reduce_extents.size(); ++r) bindings[static_cast<int>(r)].push_back(node_.reduce_extents[r]);
+  }
+  std::vector<Expr> roots = node_.scatter_targets;
+  if (node_.body) roots.push_back(node_.body);
+  for (const Expr& root : roots) {
+    ir::visit(root, [&](const Expr& e) {
+      if (e->op == ExprOp::Fold) bindings[e->index].push_back(e->args[0]);
+    });
+  }
+  ir::IndexRanges ranges{loop_extents, {}};
+  for (const auto& [var, extents] : bindings) {
+    const Expr& first = extents.front();
+    const bool known = ir::is_shape_expr(first) && std::all_of(extents.begin(), extents.end(), [&](const Expr& extent) {
+                         return ir::expr_equal(extent, first);
+                       });
+    if (ranges.reduce_extents.size() <= static_cast<size_t>(var)) ranges.reduce_extents.resize(var + 1);
+    ranges.reduce_extents[var] = known ? first : nullptr;
+  }
+  ranges_ = std::move(ranges);
 }
 
 std::string KernelWriter::store_code(const std::string& value) const {

@@ -1,4 +1,5 @@
 // Expression values (the scalar ops themselves: scalar_code.cpp), loads and operand strides.
+#include <optional>
 #include <unordered_map>
 
 #include "codegen/kernel_writer.h"
@@ -59,9 +60,29 @@ std::string KernelWriter::value_code(const Expr& e, int scope) {
     case ExprOp::Fold: break;  // the kernel writer emits folds as loops (emit_fold)
     LUMINAL_SCALAR_OP_CASES
       if (is_floating(e->args[0]->dtype)) return rounding(t, float_op(e, arg));
+      if (e->op == ExprOp::FloorDiv || e->op == ExprOp::Mod) {
+        if (std::optional<std::string> plain = unchecked_division(e, scope)) return *plain;
+      }
       return int_op(e, arg);
   }
   fail("internal error: cannot emit ", ir::expr_op_name(e->op), " as a value");
+}
+
+// Python's floor division and modulo agree with C's truncating ones when the dividend is
+// non-negative and the divisor positive, and a constant divisor cannot be zero: then no error
+// check and no sign fix-up are needed. Only i64 values have proven ranges (ir::bounds_of).
+std::optional<std::string> KernelWriter::unchecked_division(const Expr& e, int scope) {
+  if (!ranges_ || e->dtype != DType::I64) return std::nullopt;
+  const std::optional<int64_t> divisor = ir::as_int_const(e->args[1]);
+  if (!divisor || *divisor <= 0) return std::nullopt;
+  const ir::Bounds bounds = ir::bounds_of(e->args[0], *ranges_);
+  if (!bounds.lo || !ir::prove_nonnegative(*bounds.lo)) return std::nullopt;
+  const char* op = e->op == ExprOp::FloorDiv ? " / " : " % ";
+  const std::string dividend = emit(e->args[0], scope);
+  const bool narrow = bounds.hi && bounds.hi->is_constant() && bounds.hi->constant < kIndex32Limit &&
+                      *divisor < kIndex32Limit;
+  if (narrow) return str_cat("((lm_i64)((unsigned int)", dividend, op, *divisor, "u))");
+  return str_cat("(", dividend, op, *divisor, "LL)");
 }
 
 std::string KernelWriter::load_code(const Expr& e, int scope) {

@@ -23,6 +23,7 @@
 #include "codegen/cuda_codegen.h"
 #include "codegen/scalar_code.h"
 #include "common/error.h"
+#include "ir/simplify.h"
 #include "passes/passes.h"
 
 namespace luminal::codegen::detail {
@@ -40,6 +41,13 @@ constexpr int kGroupedTile = 64;
 
 // The C name of a shape symbol's kernel parameter.
 std::string sanitize(const std::string& symbol);
+
+// Index arithmetic in 32 bits is exact below this bound (values that fit a non-negative int).
+constexpr int64_t kIndex32Limit = int64_t{1} << 31;
+
+// The product of `extents` when every one is a constant and the product is below kIndex32Limit
+// (so every flat index over them, and every coordinate, fits 32 bits); nullopt otherwise.
+std::optional<int64_t> small_static_count(const std::vector<Expr>& extents);
 
 class KernelWriter {
  public:
@@ -115,6 +123,9 @@ class KernelWriter {
   std::string element_function(const std::string& name, const std::string& type, const Expr& e, int arity);
   std::string unravel(const std::string& flat, int indent) const { return unravel(flat, indent, node_.shape); }
   std::string unravel(const std::string& flat, int indent, const ir::Shape& shape) const;
+  // The ranges of the variables in the code being written: loop variable d over [0, loop_extents[d]),
+  // the node's reduce variables and every fold variable over their extents (see index_ranges).
+  void set_index_ranges(const ir::Shape& loop_extents);
   std::string store_code(const std::string& value) const;
 
   // ---- expressions and loads (expressions.cpp) ----
@@ -124,6 +135,9 @@ class KernelWriter {
   std::string load_code(const Expr& e, int scope);
   std::string guarded(const Expr& e, const std::string& read, int scope);
   std::string row_load_code(const Expr& e, int scope);
+  // floordiv/mod by a positive constant of a dividend proven non-negative: plain C division (in
+  // 32 bits where the dividend is proven below 2^31); nullopt where nothing is proven.
+  std::optional<std::string> unchecked_division(const Expr& e, int scope);
 
   // ---- vectorized folds and fold groups (vector_folds.cpp) ----
   std::string vector_load_condition(const Expr& load);
@@ -154,6 +168,9 @@ class KernelWriter {
   std::vector<std::string>* check_labels_;
   int counter_ = 0;
   bool uses_checks_ = false;
+  // Set by the node kernels whose variables are known to stay in range (set_index_ranges); row
+  // kernels and template kernels leave it unset and keep the checked division.
+  std::optional<ir::IndexRanges> ranges_;
   // From the schedule: a warp per output shares top-level folds among its lanes; row kernels
   // unroll static folds (their row arrays stay in registers) and have no float4 folds.
   const bool warp_mode_;

@@ -47,6 +47,7 @@ Kernel KernelWriter::write_scatter() {
   kernel.outputs = ir::simplify(ir::product(node_.scatter_domain), {});
   add_node_params();
   const int root = open_scope(-1, {}, false);
+  set_index_ranges(node_.scatter_domain);
   std::vector<std::string> coordinates;
   for (const Expr& target : node_.scatter_targets) coordinates.push_back(emit(target, root));
   const std::string value = emit(node_.body, root);
@@ -91,6 +92,7 @@ std::string KernelWriter::accumulate_code(const std::string& target, const std::
 
 std::string KernelWriter::elementwise_body() {
   const int root = open_scope(-1, {}, false);
+  set_index_ranges(node_.shape);
   const std::string result = emit(node_.body, root);
   std::ostringstream out;
   out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n";
@@ -137,6 +139,7 @@ std::string KernelWriter::pieces_body(const std::vector<passes::PointwisePiece>&
     const ir::Shape box = piece_shape(piece);
     const int root = open_scope(-1, {}, false);
     scopes_[root]->indent = 6;
+    set_index_ranges(box);
     const std::string result = emit(piece.body, root);
     std::string offset;
     for (size_t d = 0; d < node_.rank(); ++d) {
@@ -193,6 +196,7 @@ std::string KernelWriter::reduce_body() {
   // node, and the sum is rounded once, by store_code (ir::Convolution).
   const Combine c = combine_code(node_.reduce_op, node_.body->dtype);
   const bool ragged = !ir::is_shape_expr(node_.reduce_extents[0]);
+  set_index_ranges(node_.shape);
   const int outer = open_scope(-1, {}, false);
   std::vector<int> node_vars;
   for (size_t d = 0; d < node_.reduce_extents.size(); ++d) node_vars.push_back(static_cast<int>(d));
@@ -207,17 +211,22 @@ std::string KernelWriter::reduce_body() {
     for (const Expr& extent : node_.reduce_extents) static_extents.push_back(shape_code(extent));
     extent_code = shape_code(ir::simplify(ir::product(node_.reduce_extents), {}));
   }
-  // Reduction variables from the flat reduction index lm_r.
+  // Reduction variables from the flat reduction index lm_r (< the static total extent: in 32 bits
+  // where that is below 2^31, widened to lm_i64 as the output's coordinates are, see unravel).
   std::ostringstream rvars;
   {
     const std::string pad(scopes_[inner]->indent, ' ');
+    const bool narrow = !ragged && small_static_count(node_.reduce_extents).has_value();
     if (ragged) {
       rvars << pad << "const lm_i64 r0 = lm_r;\n";
     } else {
-      rvars << pad << "lm_i64 lm_rr = lm_r;\n";
+      rvars << pad << (narrow ? "unsigned int lm_rr = (unsigned int)lm_r;\n" : "lm_i64 lm_rr = lm_r;\n");
       for (size_t d = static_extents.size(); d-- > 0;) {
         if (d == 0) {
-          rvars << pad << "const lm_i64 r0 = lm_rr;\n";
+          rvars << pad << "const lm_i64 r0 = " << (narrow ? "(lm_i64)lm_rr" : "lm_rr") << ";\n";
+        } else if (narrow) {
+          const int64_t extent = ir::as_int_const(node_.reduce_extents[d]).value();
+          rvars << pad << "const lm_i64 r" << d << " = (lm_i64)(lm_rr % " << extent << "u); lm_rr /= " << extent << "u;\n";
         } else {
           rvars << pad << "const lm_i64 r" << d << " = lm_rr % " << static_extents[d] << "; lm_rr /= "
                 << static_extents[d] << ";\n";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -210,10 +211,25 @@ bool has_float4_fold(const std::vector<Expr>& bodies, const std::vector<OperandI
 
 namespace {
 
-// A warp per output pays off when consecutive reduction steps read consecutive memory.
+// Whether every reduce extent is a constant and their product is below kWarpReduceLength.
+bool short_static_reduction(const Node& node) {
+  int64_t length = 1;
+  for (const Expr& extent : node.reduce_extents) {
+    const std::optional<int64_t> value = ir::as_int_const(extent);
+    if (!value || *value >= kWarpReduceLength) return false;  // symbolic or long on its own
+    length *= *value;                                          // both factors < 32: no overflow
+    if (length >= kWarpReduceLength) return false;
+  }
+  return true;
+}
+
+// A warp per output pays off when consecutive reduction steps read consecutive memory, and the
+// reduction is long enough to keep the warp's lanes busy: a short static one (a 3x3 pooling
+// window: 9 steps) would leave most lanes idle and pay a shuffle reduction per output.
 Mapping reduce_mapping(const Node& node) {
   const bool ragged = !ir::is_shape_expr(node.reduce_extents[0]);
   if (ragged) return Mapping::ThreadPerOutput;
+  if (short_static_reduction(node)) return Mapping::ThreadPerOutput;
   bool reduction_is_innermost = false;
   ir::visit(node.body, [&](const Expr& e) {
     if (e->op != ExprOp::Load || e->load_rank() == 0) return;

@@ -51,6 +51,7 @@ enum class Mapping : uint8_t {
 const char* mapping_name(Mapping mapping);
 
 constexpr int kFloat4 = 4;                 // the vector width of a float4 fold
+constexpr int64_t kWarpReduceLength = 32;  // a static reduction shorter than this gets a thread per output
 constexpr int64_t kWarpFoldLength = 64;    // a top-level fold this long (static) gets a warp
 constexpr size_t kMaxPieces = 256;         // more pieces than this: one elementwise kernel
 constexpr int kNodeBlock = 256;            // threads per block of node kernels

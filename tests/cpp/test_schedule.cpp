@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "kernel_helpers.h"
 #include "schedule/kernel_schedule.h"
@@ -37,6 +38,40 @@ TEST(ScheduleRules, ReductionOverAnOuterAxisGetsAThreadPerOutput) {
   const KernelSchedule s = chosen(f, testing::sum_over(f, DType::F32, 1000, 8, /*reduce_axis=*/0));
   EXPECT_EQ(s.mapping, Mapping::ThreadPerOutput);
   EXPECT_EQ(s.threads_per_output, 1);
+}
+
+// out[c, y] = max over a window of x[c, y + r0, r1] (the innermost load index varies with r1).
+NodeId window_max(GraphFixture& f, const std::vector<ir::Expr>& window) {
+  const NodeId x = f.input(DType::F32, {int_const(4), int_const(64), int_const(64)});
+  const ir::Expr body =
+      ir::load(0, DType::F32, {ir::loop_var(0), ir::add(ir::loop_var(1), ir::reduce_var(0)), ir::reduce_var(1)});
+  return f.b().reduce(DType::F32, {int_const(4), int_const(32)}, {x}, body, ir::ReduceOp::Max, window);
+}
+
+TEST(ScheduleRules, ShortStaticReductionOverTheInnermostAxisGetsAThreadPerOutput) {
+  // A 3x3 window (9 steps) would leave 23 of a warp's 32 lanes idle; 31 steps still would not fill it.
+  for (const std::vector<ir::Expr>& window : {std::vector<ir::Expr>{int_const(3), int_const(3)},
+                                               std::vector<ir::Expr>{int_const(1), int_const(31)}}) {
+    GraphFixture f;
+    const KernelSchedule s = chosen(f, window_max(f, window));
+    EXPECT_EQ(s.mapping, Mapping::ThreadPerOutput);
+    EXPECT_EQ(s.threads_per_output, 1);
+  }
+}
+
+TEST(ScheduleRules, StaticReductionOf32OrMoreOverTheInnermostAxisGetsAWarpPerOutput) {
+  for (const std::vector<ir::Expr>& window : {std::vector<ir::Expr>{int_const(4), int_const(8)},
+                                               std::vector<ir::Expr>{int_const(1), int_const(32)},
+                                               std::vector<ir::Expr>{int_const(2), int_const(40)}}) {
+    GraphFixture f;
+    EXPECT_EQ(chosen(f, window_max(f, window)).mapping, Mapping::WarpPerOutput);
+  }
+  // A symbolic extent may be long: it keeps the warp.
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(4), ir::symbol("k")});
+  const NodeId sum = f.b().reduce(DType::F32, {int_const(4)}, {x}, ir::load(0, DType::F32, {ir::loop_var(0), ir::reduce_var(0)}),
+                                  ir::ReduceOp::Sum, {ir::symbol("k")});
+  EXPECT_EQ(chosen(f, sum).mapping, Mapping::WarpPerOutput);
 }
 
 TEST(ScheduleRules, RaggedReductionGetsAThreadPerOutput) {
