@@ -122,6 +122,7 @@ class KernelWriter {
   std::string emit_fold(const Expr& e, int scope);
   std::string element_function(const std::string& name, const std::string& type, const Expr& e, int arity);
   std::string unravel(const std::string& flat, int indent) const { return unravel(flat, indent, node_.shape); }
+  ir::Shape unrolled_shape() const;
   std::string unravel(const std::string& flat, int indent, const ir::Shape& shape) const;
   // The ranges of the variables in the code being written: loop variable d over [0, loop_extents[d]),
   // the node's reduce variables and every fold variable over their extents (see index_ranges).

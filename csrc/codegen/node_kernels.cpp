@@ -9,7 +9,7 @@ namespace luminal::codegen::detail {
 
 Kernel KernelWriter::write() {
   Kernel kernel;
-  kernel.outputs = ir::product(node_.shape);
+  kernel.outputs = ir::product(unrolled_shape());
   std::vector<passes::PointwisePiece> pieces;
   if (schedule_.mapping == Mapping::Pieces) {
     pieces = passes::split_pointwise(node_);
@@ -90,13 +90,24 @@ std::string KernelWriter::accumulate_code(const std::string& target, const std::
   fail("internal error: scatter accumulation of ", dtype_name(node_.dtype));
 }
 
+// The shape whose elements the threads of an elementwise kernel iterate: the node's, with the
+// innermost dimension divided by the schedule's unroll (each thread then computes that many
+// consecutive elements).
+ir::Shape KernelWriter::unrolled_shape() const {
+  ir::Shape shape = node_.shape;
+  if (schedule_.unroll > 1) shape.back() = ir::int_const(ir::as_int_const(shape.back()).value() / schedule_.unroll);
+  return shape;
+}
+
 std::string KernelWriter::elementwise_body() {
   const int root = open_scope(-1, {}, false);
   set_index_ranges(node_.shape);
   const std::string result = emit(node_.body, root);
+  const ir::Shape groups = unrolled_shape();
+  const int unroll = schedule_.unroll;
   std::ostringstream out;
   out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n";
-  out << "  const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(node_.shape), {})) << ";\n";
+  out << "  const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(groups), {})) << ";\n";
   if (warp_mode_) {
     // A warp per element: every lane runs the element's code, lanes split its top-level folds.
     out << "  const int lm_lane = threadIdx.x & 31;\n";
@@ -106,11 +117,29 @@ std::string KernelWriter::elementwise_body() {
     out << "  for (lm_i64 lm_flat = (lm_i64)blockIdx.x * blockDim.x + threadIdx.x; lm_flat < lm_n;"
         << " lm_flat += (lm_i64)gridDim.x * blockDim.x) {\n";
   }
+  if (unroll == 1) {
+    out << "    bool lm_ok = true; (void)lm_ok;\n";
+    out << unravel("lm_flat", 4);
+    out << scopes_[root]->code.str();
+    out << "    " << (warp_mode_ ? "if (lm_lane == 0) " : "") << "p.out[lm_flat] = " << store_code(result) << ";\n";
+    out << "  }\n}\n";
+    return out.str();
+  }
+  // `unroll` consecutive elements: the group's coordinates once, then the innermost one per element.
+  const size_t last = node_.shape.size() - 1;
+  std::string coordinates = unravel("lm_flat", 4, groups);
+  const std::string inner = str_cat("const lm_i64 i", last, " = ");
+  const size_t at = coordinates.find(inner);
+  LUMINAL_CHECK(at != std::string::npos, "internal error: no innermost coordinate in the unrolled kernel of ", node_.origin);
+  coordinates.replace(at, inner.size(), "const lm_i64 lm_group = ");
+  out << coordinates;
+  out << "#pragma unroll\n";
+  out << "    for (int lm_u = 0; lm_u < " << unroll << "; ++lm_u) {\n";
+  out << "    const lm_i64 i" << last << " = lm_group * " << unroll << " + lm_u;\n";
   out << "    bool lm_ok = true; (void)lm_ok;\n";
-  out << unravel("lm_flat", 4);
   out << scopes_[root]->code.str();
-  out << "    " << (warp_mode_ ? "if (lm_lane == 0) " : "") << "p.out[lm_flat] = " << store_code(result) << ";\n";
-  out << "  }\n}\n";
+  out << "    p.out[lm_flat * " << unroll << " + lm_u] = " << store_code(result) << ";\n";
+  out << "    }\n  }\n}\n";
   return out.str();
 }
 

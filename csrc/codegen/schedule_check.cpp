@@ -39,7 +39,6 @@ int threads_per_output_of(Mapping mapping) {
 
 // Fields every mapping constrains the same way.
 void check_common(const std::string& where, const KernelSchedule& schedule) {
-  if (schedule.unroll != 1) refuse(where, schedule, "only unroll 1 is rendered");
   if (schedule.vector_width != 1 && schedule.vector_width != schedule::kFloat4) {
     refuse(where, schedule, "the vector width must be 1 or 4 (float4 folds)");
   }
@@ -72,6 +71,9 @@ void check_renderable(const Node& node, const std::vector<OperandInfo>& operands
                                     " cannot be rendered as ", mapping_name(schedule.mapping)));
   }
   check_common(where, schedule);
+  if (schedule.unroll != 1 && (schedule.mapping != Mapping::Elementwise || !schedule::unroll_fits(node, schedule.unroll))) {
+    refuse(where, schedule, "unroll needs an elementwise kernel whose innermost dimension is a static multiple of it");
+  }
   if (schedule.mapping == Mapping::Pieces) {
     const size_t pieces = passes::split_pointwise(node).size();
     if (pieces < 2 || static_cast<size_t>(schedule.pieces) != pieces || pieces > 65535) {
@@ -95,6 +97,7 @@ void check_row_renderable(const KernelSchedule& schedule) {
     refuse(where, schedule, str_cat("a row kernel cannot be rendered as ", mapping_name(schedule.mapping)));
   }
   check_common(where, schedule);
+  if (schedule.unroll != 1) refuse(where, schedule, "row kernels compute one row per thread (unroll 1)");
   // Row kernels unroll static folds so that the rows stay in registers; they have no float4 loop.
   if (schedule.vector_width != 1) refuse(where, schedule, "row kernels have no float4 folds");
 }

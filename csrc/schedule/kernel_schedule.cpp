@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/simplify.h"
 #include "passes/passes.h"
 
 namespace luminal::schedule {
@@ -205,6 +206,14 @@ bool has_float4_fold(const std::vector<Expr>& bodies, const std::vector<OperandI
   return found;
 }
 
+bool unroll_fits(const Node& node, int unroll) {
+  if (unroll == 1) return true;
+  if (unroll != 2 && unroll != 4 && unroll != 8) return false;
+  if (node.kind != NodeKind::Pointwise || node.shape.empty()) return false;
+  const std::optional<int64_t> inner = ir::as_int_const(node.shape.back());
+  return inner && *inner % unroll == 0;
+}
+
 // ------------------------------------------------------------------------------------------------
 // Rules
 // ------------------------------------------------------------------------------------------------
@@ -279,6 +288,11 @@ KernelSchedule choose_schedule(const Node& node, const std::vector<OperandInfo>&
       for (const passes::PointwisePiece& piece : pieces) bodies.push_back(piece.body);
     } else {
       s = with_mapping(has_top_level_fold(node.body, kWarpFoldLength) ? Mapping::WarpPerOutput : Mapping::Elementwise);
+      const std::optional<int64_t> elements = ir::as_int_const(ir::simplify(ir::product(node.shape), {}));
+      if (s.mapping == Mapping::Elementwise && !has_top_level_fold(node.body, 0) &&
+          unroll_fits(node, kElementwiseUnroll) && elements && *elements >= kUnrollMinElements) {
+        s.unroll = kElementwiseUnroll;
+      }
     }
   }
   s.vector_width = has_float4_fold(bodies, operands) ? kFloat4 : 1;
@@ -309,10 +323,14 @@ std::vector<KernelSchedule> candidate_schedules(const Node& node, const std::vec
     for (const int width : {1, kFloat4}) {
       if (width == kFloat4 && !float4) continue;
       for (const int block : {kNodeBlock, 128, 512}) {
-        KernelSchedule s = mapping;
-        s.vector_width = width;
-        s.block_size = block;
-        if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+        for (const int unroll : {1, 2, kElementwiseUnroll}) {
+          if (unroll != 1 && (mapping.mapping != Mapping::Elementwise || !unroll_fits(node, unroll))) continue;
+          KernelSchedule s = mapping;
+          s.vector_width = width;
+          s.block_size = block;
+          s.unroll = unroll;
+          if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+        }
       }
     }
   }

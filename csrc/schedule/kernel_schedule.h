@@ -58,6 +58,8 @@ constexpr int kNodeBlock = 256;            // threads per block of node kernels
 constexpr int kGroupedRowsThreads = 128;   // threads per 64x64 tile (four warps of 32x32)
 constexpr int kRowBlock = 32;              // row kernels: one warp per block, many SMs busy
 constexpr int kAttentionThreads = 128;     // attention: four warps per block, one tile of queries
+constexpr int kElementwiseUnroll = 4;      // elements per thread of a large elementwise kernel
+constexpr int64_t kUnrollMinElements = 1 << 16;
 
 struct KernelSchedule {
   Mapping mapping = Mapping::Elementwise;
@@ -69,7 +71,9 @@ struct KernelSchedule {
   // gets a float4 loop, taken when its pointers are 16-byte aligned at run time (the scalar loop
   // stays for the other case).
   int vector_width = 1;
-  int unroll = 1;  // reserved: every mapping renders unroll 1 only
+  // Elementwise only: each thread computes `unroll` consecutive elements of the innermost dimension
+  // (static, a multiple of it): the index arithmetic of one element serves them all. Others: 1.
+  int unroll = 1;
   int pieces = 1;  // Pieces: the number of pieces (the launch's grid y)
 
   bool operator==(const KernelSchedule& other) const;
@@ -102,7 +106,9 @@ class ScheduleError : public Error {
 //     varies with it (consecutive steps read consecutive memory), else ThreadPerOutput;
 //   pointwise -> Pieces for 2..256 pieces (passes::split_pointwise), else WarpPerOutput with a
 //     top-level fold of static length >= 64, else Elementwise;
-//   vector width 4 when some fold the kernel renders qualifies for a float4 loop.
+//   vector width 4 when some fold the kernel renders qualifies for a float4 loop;
+//   unroll 4 for an elementwise node without folds whose innermost dimension is a static multiple
+//   of 4 and that has at least kUnrollMinElements elements.
 KernelSchedule choose_schedule(const ir::Node& node, const std::vector<OperandInfo>& operands);
 // The schedule of a row kernel (codegen::generate_row_kernel).
 KernelSchedule choose_row_schedule();
@@ -127,6 +133,10 @@ std::vector<ir::Expr> rendered_bodies(const ir::Node& node, Mapping mapping);
 // the fold does not qualify: bodies with bounds checks, nested folds or lazily loaded branches that
 // vary with r keep the scalar loop only.
 std::optional<std::vector<ir::Expr>> float4_fold_loads(const ir::Expr& fold, const std::vector<OperandInfo>& operands);
+
+// The unroll factors (elements per thread) an Elementwise kernel of `node` may render: 1, and 2, 4
+// or 8 where the innermost dimension is static and a multiple of the factor.
+bool unroll_fits(const ir::Node& node, int unroll);
 
 // Whether a fold in `bodies` qualifies for a float4 loop.
 bool has_float4_fold(const std::vector<ir::Expr>& bodies, const std::vector<OperandInfo>& operands);

@@ -352,6 +352,8 @@ std::string refusal(GraphFixture& f, NodeId id, const KernelSchedule& s) {
   return "";
 }
 
+NodeId sum_over_for_unroll(GraphFixture& f) { return testing::sum_over(f, DType::F32, 4, 4, 1); }
+
 KernelSchedule with(Mapping mapping, int threads_per_output = 1) {
   KernelSchedule s;
   s.mapping = mapping;
@@ -377,8 +379,14 @@ TEST(CodegenSchedules, RefusesWhatItCannotRender) {
   odd_block.block_size = 100;
   EXPECT_NE(refusal(f, copy, odd_block).find("block size"), std::string::npos);
   KernelSchedule unrolled;
-  unrolled.unroll = 2;
+  unrolled.unroll = 3;  // not a factor the writer renders
   EXPECT_NE(refusal(f, copy, unrolled).find("unroll"), std::string::npos);
+  unrolled.unroll = 2;
+  const NodeId odd = f.b().copy(f.input(DType::F32, {int_const(7)}));
+  EXPECT_NE(refusal(f, odd, unrolled).find("unroll"), std::string::npos);
+  KernelSchedule unrolled_reduction = with(Mapping::ThreadPerOutput);
+  unrolled_reduction.unroll = 2;
+  EXPECT_NE(refusal(f, sum_over_for_unroll(f), unrolled_reduction).find("unroll"), std::string::npos);
   EXPECT_NE(refusal(f, copy, with(Mapping::Elementwise, 32)).find("threads per output"), std::string::npos);
 
   const NodeId sum = testing::sum_over(f, DType::F32, 4, 4, 1);

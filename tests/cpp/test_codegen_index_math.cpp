@@ -65,12 +65,26 @@ TEST(CodegenIndexMath, OutputsJustBelow2To31StayNarrow) {
 }
 
 TEST(CodegenIndexMath, OutputsFrom2To31Keep64Bits) {
-  for (const ir::Shape& shape : {ir::Shape{int_const(2), int_const(1073741824)},      // exactly 2^31
-                                 ir::Shape{int_const(65536), int_const(65536)}}) {  // 2^32
+  // (An innermost size of 2 keeps one element per thread: unrolled kernels iterate fewer groups.)
+  for (const ir::Shape& shape : {ir::Shape{int_const(1073741824), int_const(2)},      // exactly 2^31
+                                 ir::Shape{int_const(2147483648LL), int_const(2)}}) {  // 2^32
     const std::string text = add_one_kernel(shape);
     EXPECT_TRUE(contains(text, "lm_i64 lm_rest = lm_flat;")) << text;
     EXPECT_FALSE(contains(text, "unsigned int lm_rest")) << text;
   }
+}
+
+TEST(CodegenIndexMath, LargeElementwiseKernelsComputeFourElementsPerThread) {
+  const std::string text = add_one_kernel({int_const(64), int_const(1024)});  // 2^16 elements
+  EXPECT_TRUE(contains(text, "const lm_i64 lm_n = 16384LL;")) << text;
+  EXPECT_TRUE(contains(text, "const lm_i64 lm_group = (lm_i64)(lm_rest % 256u); lm_rest /= 256u;")) << text;
+  EXPECT_TRUE(contains(text, "for (int lm_u = 0; lm_u < 4; ++lm_u)")) << text;
+  EXPECT_TRUE(contains(text, "const lm_i64 i1 = lm_group * 4 + lm_u;")) << text;
+  EXPECT_TRUE(contains(text, "p.out[lm_flat * 4 + lm_u] =")) << text;
+  const std::string small = add_one_kernel({int_const(4), int_const(6)});
+  EXPECT_FALSE(contains(small, "lm_u")) << small;
+  const std::string odd = add_one_kernel({int_const(65536), int_const(3)});
+  EXPECT_FALSE(contains(odd, "lm_u")) << odd;
 }
 
 TEST(CodegenIndexMath, SymbolicOutputsKeep64Bits) {

@@ -11,6 +11,7 @@
 #include "graph_helpers.h"
 #include "passes/stage_library_operands.h"
 #include "passes/passes.h"
+#include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/executor.h"
 #include "runtime/cuda/program.h"
 #include "schedule/plan.h"
@@ -131,4 +132,32 @@ TEST(CudaProgram, RendersTheScheduleThePlanCarries) {
 
 }  // namespace
 }  // namespace luminal
+// A batch multiplying one shared b with a's batches one after the other is one taller product;
+// anything else (b with its own batches, a with gaps between batches or transposed) is left alone.
+TEST(CudaMatmul, FoldsABatchThatSharesItsRightOperand) {
+  using luminal::cuda::MatmulShape;
+  using luminal::cuda::MatrixOperand;
+  MatmulShape shape;
+  shape.batch = 32, shape.m = 197, shape.n = 2304, shape.k = 768;
+  MatrixOperand a{nullptr, 197 * 768, 768, 1};
+  const MatrixOperand shared_b{nullptr, 0, 2304, 1};
+  luminal::cuda::fold_shared_batch(shape, a, shared_b);
+  EXPECT_EQ(shape.batch, 1);
+  EXPECT_EQ(shape.m, 32 * 197);
+  EXPECT_EQ(a.batch_stride, 0);
+  EXPECT_EQ(a.row_stride, 768);
+
+  const auto unchanged = [](const MatrixOperand& a_in, const MatrixOperand& b) {
+    MatmulShape s;
+    s.batch = 4, s.m = 5, s.n = 6, s.k = 7;
+    MatrixOperand a = a_in;
+    luminal::cuda::fold_shared_batch(s, a, b);
+    return s.batch == 4 && s.m == 5 && a.batch_stride == a_in.batch_stride;
+  };
+  EXPECT_TRUE(unchanged({nullptr, 35, 7, 1}, {nullptr, 42, 6, 1}));   // b has its own batches
+  EXPECT_TRUE(unchanged({nullptr, 40, 7, 1}, {nullptr, 0, 6, 1}));    // gaps between a's batches
+  EXPECT_TRUE(unchanged({nullptr, 35, 1, 5}, {nullptr, 0, 6, 1}));    // a transposed
+  EXPECT_TRUE(unchanged({nullptr, 0, 7, 1}, {nullptr, 0, 6, 1}));     // a broadcast too
+}
+
 #endif

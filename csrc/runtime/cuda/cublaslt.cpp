@@ -7,6 +7,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "runtime/cuda/timing.h"
 
@@ -60,6 +61,14 @@ std::optional<ColumnMajor> transposed(const MatrixOperand& x, int64_t rows, int6
 }  // namespace
 
 bool blas_compatible(const MatrixOperand& x, int64_t rows, int64_t cols) { return transposed(x, rows, cols).has_value(); }
+
+void fold_shared_batch(MatmulShape& shape, MatrixOperand& a, const MatrixOperand& b) {
+  if (shape.batch <= 1 || b.batch_stride != 0 || a.col_stride != 1 || a.row_stride < shape.k) return;
+  if (a.batch_stride != checked_mul(shape.m, a.row_stride, "a matmul's rows")) return;
+  shape.m = checked_mul(shape.m, shape.batch, "a matmul's rows");
+  shape.batch = 1;
+  a.batch_stride = 0;
+}
 
 struct Matmul::Descriptors {
   cublasLtMatmulDesc_t matmul = nullptr;

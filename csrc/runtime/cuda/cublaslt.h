@@ -32,6 +32,13 @@ struct MatmulEpilogue {
 // True when cuBLASLt can read a [rows, cols] operand in this layout without a copy.
 bool blas_compatible(const MatrixOperand& operand, int64_t rows, int64_t cols);
 
+// A batch whose every entry multiplies the same b (batch stride 0), with a's batches one after the
+// other (rows of a common stride, batch stride = m rows), is one product of batch * m rows: `shape`
+// and `a` become that product (out, [batch, m, n] contiguous, is the same memory). cuBLASLt then
+// tiles one tall matrix instead of `batch` short ones (ViT's [32, 197, 768] @ [768, 2304]: a
+// 197-row batch entry leaves most of a 128- or 256-row tile empty). Otherwise unchanged.
+void fold_shared_batch(MatmulShape& shape, MatrixOperand& a, const MatrixOperand& b);
+
 // A prepared out[b] = a[b] @ b[b] (out contiguous [batch, m, n]), enqueued with run().
 class Matmul {
  public:

@@ -212,8 +212,10 @@ class InstanceBuilder {
 
   std::unique_ptr<cuda::Matmul> make_matmul(const Node& node) const {
     const size_t rank = node.rank();
-    return std::make_unique<cuda::Matmul>(matmul_shape(node), matrix_of(in_.buffers[node.inputs[0]], rank),
-                                          matrix_of(in_.buffers[node.inputs[1]], rank),
+    cuda::MatmulShape shape = matmul_shape(node);
+    cuda::MatrixOperand a = matrix_of(in_.buffers[node.inputs[0]], rank);
+    cuda::fold_shared_batch(shape, a, matrix_of(in_.buffers[node.inputs[1]], rank));
+    return std::make_unique<cuda::Matmul>(shape, a, matrix_of(in_.buffers[node.inputs[1]], rank),
                                           epilogue_of(node, in_.buffers));
   }
 
