@@ -12,8 +12,8 @@ extern const char kAttentionTemplate[];
 extern const char kAttentionMmaTemplate[];
 // attention_tf32.cuh: the tensor-core variant for f32 (3xTF32).
 extern const char kAttentionTf32Template[];
-// attention_async.cuh: tile staging shared by the two tensor-core variants.
-extern const char kAttentionAsyncHelpers[];
+// attention_common.cuh: tile staging and the online softmax of the two tensor-core variants.
+extern const char kAttentionCommon[];
 }  // namespace luminal::embedded
 
 namespace luminal::codegen::detail {
@@ -51,7 +51,7 @@ int64_t static_size(const Expr& e, const char* what, const std::string& origin) 
 
 // One block of 128 threads per (batch, head, tile of queries): on tensor cores with 64 queries,
 // attention_mma.cuh for f16/bf16 with head sizes multiples of 16 up to 128 and attention_tf32.cuh
-// for f32 with head sizes multiples of 8 up to 128 (both after attention_async.cuh); otherwise
+// for f32 with head sizes multiples of 8 up to 128 (both after attention_common.cuh); otherwise
 // attention.cuh (SIMT, 16 queries, any dtype and head size). Operands are read by their run-time
 // strides (Layout::Strided: views read in place); a mask dimension of size
 // 1 is read with stride 0 (broadcast).
@@ -85,7 +85,7 @@ Kernel KernelWriter::write_attention() {
   text << "__device__ __forceinline__ " << storage_type(node_.dtype) << " LM_KERNEL_store(" << compute
        << " v) { return " << store_code(str_cat("(", value_type(node_.dtype), ")v")) << "; }\n";
   const char* const tensor_core_template = half ? embedded::kAttentionMmaTemplate : embedded::kAttentionTf32Template;
-  std::string body = tensor_cores ? str_cat("\n", embedded::kAttentionAsyncHelpers, "\n", tensor_core_template)
+  std::string body = tensor_cores ? str_cat("\n", embedded::kAttentionCommon, "\n", tensor_core_template)
                                   : str_cat("\n", embedded::kAttentionTemplate);
   body = replace_all(body, "@MMA_TYPE@", in == DType::F16 ? "f16" : "bf16");
   body = replace_all(body, "@TO_IN@", in == DType::F16 ? "lm_f2h" : "lm_f2bf");

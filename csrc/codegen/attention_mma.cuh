@@ -126,85 +126,8 @@ extern "C" __global__ void __launch_bounds__(128) LM_KERNEL(const LM_KERNEL_para
           LM_KERNEL_mma(lm_s[n], lm_qa[s], *(const unsigned*)column, *(const unsigned*)(column + 8));
         }
       }
-      // Scale (into log2 units: exp2 below), causal and mask; then each row's max over the tile (the
-      // four threads of a quad). Tiles inside the bounds, below the diagonal and without a mask take
-      // the short path.
-      float lm_tile_max[2] = {lm_neg_inf, lm_neg_inf};
-      const bool lm_edge = lm_keys < LM_MK || (@CAUSAL@ && lm_k0 + LM_MK - 1 > lm_q0);
-      if (@HAS_MASK@ || lm_edge) {
-#pragma unroll
-        for (int n = 0; n < LM_NS; ++n) {
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            const int half = c >> 1;
-            const int j = n * 8 + lm_pair + (c & 1);
-            const lm_i64 lm_key = lm_k0 + j;
-            const lm_i64 lm_i = lm_row_i[half];
-            float s = lm_s[n][c] * lm_scale_log2;
-            if (j >= lm_keys || (@CAUSAL@ && lm_key > lm_i)) {
-              s = lm_neg_inf;
-            } else if (@HAS_MASK@ && lm_i < lm_lq) {
-#if @HAS_MASK@
-              const lm_i64 lm_mask_at = lm_b * (@M_S0@) + lm_h * (@M_S1@) + lm_i * (@M_S2@) + lm_key * (@M_S3@);
-#if @MASK_BOOL@
-              if (p.in3[lm_mask_at] == 0) s = lm_neg_inf;
-#else
-              s += (float)@FROM_MASK@(p.in3[lm_mask_at]) * lm_log2e;
-#endif
-#endif
-            }
-            lm_s[n][c] = s;
-            lm_tile_max[half] = fmaxf(lm_tile_max[half], s);
-          }
-        }
-      } else {
-#pragma unroll
-        for (int n = 0; n < LM_NS; ++n) {
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            lm_s[n][c] *= lm_scale_log2;
-            lm_tile_max[c >> 1] = fmaxf(lm_tile_max[c >> 1], lm_s[n][c]);
-          }
-        }
-      }
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        lm_tile_max[half] = fmaxf(lm_tile_max[half], __shfl_xor_sync(0xffffffffu, lm_tile_max[half], 1));
-        lm_tile_max[half] = fmaxf(lm_tile_max[half], __shfl_xor_sync(0xffffffffu, lm_tile_max[half], 2));
-      }
-      float lm_correction[2], lm_base[2], lm_sum[2] = {0.f, 0.f};
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const float lm_m_new = fmaxf(lm_m[half], lm_tile_max[half]);
-        // A row that saw no key yet keeps m = -inf: its p are 0 and nothing is rescaled.
-        const bool lm_none = lm_m_new == lm_neg_inf;
-        lm_correction[half] = lm_none ? 1.f : exp2f(lm_m[half] - lm_m_new);  // 0 while m was -inf
-        lm_base[half] = lm_none ? 0.f : lm_m_new;
-        lm_m[half] = lm_m_new;
-      }
-#pragma unroll
-      for (int n = 0; n < LM_NS; ++n) {
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int half = c >> 1;
-          const float pv = exp2f(lm_s[n][c] - lm_base[half]);  // 2^-inf = 0 for a dropped key
-          lm_s[n][c] = pv;
-          lm_sum[half] += pv;
-        }
-      }
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        lm_sum[half] += __shfl_xor_sync(0xffffffffu, lm_sum[half], 1);
-        lm_sum[half] += __shfl_xor_sync(0xffffffffu, lm_sum[half], 2);
-        lm_l[half] = lm_l[half] * lm_correction[half] + lm_sum[half];
-      }
-#pragma unroll
-      for (int n = 0; n < LM_NO; ++n) {
-        lm_o[n][0] *= lm_correction[0];
-        lm_o[n][1] *= lm_correction[0];
-        lm_o[n][2] *= lm_correction[1];
-        lm_o[n][3] *= lm_correction[1];
-      }
+      LM_KERNEL_online_softmax<LM_NS, LM_NO>(p, lm_s, lm_m, lm_l, lm_o, lm_k0, lm_keys, lm_q0, lm_row_i, lm_b, lm_h,
+                                             lm_pair, lm_scale_log2);
       // O += P V: the S accumulators of key blocks 2t and 2t + 1 are the A fragment of k-step t;
       // V's B fragments (keys 16t.., columns 8n.. and 8(n+1)..) come from one ldmatrix.x4.trans.
 #pragma unroll

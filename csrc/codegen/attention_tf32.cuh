@@ -5,7 +5,7 @@
 // So it honours TF32-off: no input is rounded to TF32 precision as a whole. Head sizes multiples of
 // 8 up to 128. One block of 128 threads (four warps) per (batch, head, tile of 64 queries), 16 query
 // rows per warp, Q kept in registers; key/value tiles (32 keys, 16 above head size 64) double-
-// buffered in shared memory with cp.async (attention_async.cuh). Per tile: S = Q K^T with
+// buffered in shared memory with cp.async (attention_common.cuh). Per tile: S = Q K^T with
 // mma.sync m16n8k8, scale, causal and mask, an online softmax on the accumulator fragments, then
 // O += P V, P's accumulator fragments used as the A operand with the keys permuted (key 2t is
 // column t, key 2t + 1 column t + 4 of each 8-key step) and V's rows read in the same order. A row
@@ -134,85 +134,8 @@ extern "C" __global__ void __launch_bounds__(128) LM_KERNEL(const LM_KERNEL_para
           LM_KERNEL_mma3(lm_s[n], a_big, a_small, key[0], key[4]);
         }
       }
-      // Scale (into log2 units: exp2 below), causal and mask; then each row's max over the tile (the
-      // four threads of a quad). Tiles inside the bounds, below the diagonal and without a mask take
-      // the short path.
-      float lm_tile_max[2] = {lm_neg_inf, lm_neg_inf};
-      const bool lm_edge = lm_keys < LM_MK || (@CAUSAL@ && lm_k0 + LM_MK - 1 > lm_q0);
-      if (@HAS_MASK@ || lm_edge) {
-#pragma unroll
-        for (int n = 0; n < LM_NS; ++n) {
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            const int half = c >> 1;
-            const int j = n * 8 + lm_pair + (c & 1);
-            const lm_i64 lm_key = lm_k0 + j;
-            const lm_i64 lm_i = lm_row_i[half];
-            float s = lm_s[n][c] * lm_scale_log2;
-            if (j >= lm_keys || (@CAUSAL@ && lm_key > lm_i)) {
-              s = lm_neg_inf;
-            } else if (@HAS_MASK@ && lm_i < lm_lq) {
-#if @HAS_MASK@
-              const lm_i64 lm_mask_at = lm_b * (@M_S0@) + lm_h * (@M_S1@) + lm_i * (@M_S2@) + lm_key * (@M_S3@);
-#if @MASK_BOOL@
-              if (p.in3[lm_mask_at] == 0) s = lm_neg_inf;
-#else
-              s += (float)@FROM_MASK@(p.in3[lm_mask_at]) * lm_log2e;
-#endif
-#endif
-            }
-            lm_s[n][c] = s;
-            lm_tile_max[half] = fmaxf(lm_tile_max[half], s);
-          }
-        }
-      } else {
-#pragma unroll
-        for (int n = 0; n < LM_NS; ++n) {
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            lm_s[n][c] *= lm_scale_log2;
-            lm_tile_max[c >> 1] = fmaxf(lm_tile_max[c >> 1], lm_s[n][c]);
-          }
-        }
-      }
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        lm_tile_max[half] = fmaxf(lm_tile_max[half], __shfl_xor_sync(0xffffffffu, lm_tile_max[half], 1));
-        lm_tile_max[half] = fmaxf(lm_tile_max[half], __shfl_xor_sync(0xffffffffu, lm_tile_max[half], 2));
-      }
-      float lm_correction[2], lm_base[2], lm_sum[2] = {0.f, 0.f};
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const float lm_m_new = fmaxf(lm_m[half], lm_tile_max[half]);
-        // A row that saw no key yet keeps m = -inf: its p are 0 and nothing is rescaled.
-        const bool lm_none = lm_m_new == lm_neg_inf;
-        lm_correction[half] = lm_none ? 1.f : exp2f(lm_m[half] - lm_m_new);  // 0 while m was -inf
-        lm_base[half] = lm_none ? 0.f : lm_m_new;
-        lm_m[half] = lm_m_new;
-      }
-#pragma unroll
-      for (int n = 0; n < LM_NS; ++n) {
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int half = c >> 1;
-          const float pv = exp2f(lm_s[n][c] - lm_base[half]);  // 2^-inf = 0 for a dropped key
-          lm_s[n][c] = pv;
-          lm_sum[half] += pv;
-        }
-      }
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        lm_sum[half] += __shfl_xor_sync(0xffffffffu, lm_sum[half], 1);
-        lm_sum[half] += __shfl_xor_sync(0xffffffffu, lm_sum[half], 2);
-        lm_l[half] = lm_l[half] * lm_correction[half] + lm_sum[half];
-      }
-#pragma unroll
-      for (int n = 0; n < LM_NO; ++n) {
-        lm_o[n][0] *= lm_correction[0];
-        lm_o[n][1] *= lm_correction[0];
-        lm_o[n][2] *= lm_correction[1];
-        lm_o[n][3] *= lm_correction[1];
-      }
+      LM_KERNEL_online_softmax<LM_NS, LM_NO>(p, lm_s, lm_m, lm_l, lm_o, lm_k0, lm_keys, lm_q0, lm_row_i, lm_b, lm_h,
+                                             lm_pair, lm_scale_log2);
       // O += P V, one k-step per 8-key block n: the accumulator holds P[row][8n + 2t] and
       // P[row][8n + 2t + 1], used as A columns t and t + 4; V's rows are read in that order.
 #pragma unroll
