@@ -3,6 +3,7 @@ every later batch size."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -140,3 +141,21 @@ def test_transformer_encoder_layer(device: str) -> None:
     with torch.no_grad():
         output, _ = _compile_quietly(layer, x)
         assert_same(output, layer(x), tolerance_scale=16)
+
+
+def test_demo_without_gpu_says_where_its_speed_is(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make demo` on a machine without a GPU times the CPU reference engine; it must say so and
+    show the committed GPU benchmark beside it (a small batch keeps this quick)."""
+    import dlrm_example
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(sys, "argv", ["dlrm_example.py", "--batch", "64"])
+    dlrm_example.main()
+    out = capsys.readouterr().out
+    assert "on cpu" in out and "CPU reference engine" in out
+    record = json.loads(dlrm_example.BENCHMARK.read_text())
+    luminal_us = record["results"]["mini"]["luminal"]["median_us"]
+    assert f"{luminal_us:10.1f} us" in out
+    assert "(this run: batch 64)" in out
