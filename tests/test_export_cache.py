@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import sys
 import threading
 import warnings
 from collections.abc import Callable
@@ -195,6 +196,32 @@ def test_entry_over_a_lowered_limit_is_refused(device: str, cache_dir: Path, mon
     reported = _luminal_warnings(_compile_in_thread(device))
     assert len(reported) == 1 and "over the cache limit of 100 bytes" in reported[0], reported
     assert not entry.exists()  # and not stored again: it would not fit
+
+
+def test_entry_whose_export_dropped_baked_in_tensors_is_hit(
+    device: str, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dynamic DLRM passes each embedding's 0-dim ``norm_type`` buffer, read with ``.item()``:
+    the export bakes the value in (it is part of the key) and drops the input, so the entry binds
+    fewer tensors than the graph has. The next compile must take it, not evict it every time."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "dlrm"))
+    from model import DLRM, MINI, make_inputs
+
+    model = DLRM(MINI).to(device).eval()
+    inputs = make_inputs(MINI, 9, 2, device=device)
+
+    def compile_once() -> list[str]:
+        torch._dynamo.reset()
+        with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+            warnings.simplefilter("always")
+            assert_same(torch.compile(model, backend="luminal", dynamic=True)(*inputs), model(*inputs))
+        return _luminal_warnings(caught)
+
+    assert compile_once() == []
+    layout = export_cache.unpack_entry(_only_entry(cache_dir).read_bytes())[0]["tensor_positions"]
+    monkeypatch.setattr(luminal.export_cache, "export_graph", _no_export)
+    assert compile_once() == []  # a hit: no export, no eviction
+    assert export_cache.unpack_entry(_only_entry(cache_dir).read_bytes())[0]["tensor_positions"] == layout
 
 
 # ------------------------------------------------------------------------------------------------

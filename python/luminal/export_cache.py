@@ -146,8 +146,10 @@ class BadEntry(Exception):
 
 @dataclass(frozen=True)
 class ExpectedLayout:
-    """What a cached entry must say about this compile's inputs (see export.CallLayout): exactly
-    these tensor positions with these roles, and size positions drawn from the integer inputs."""
+    """What a cached entry must say about this compile's inputs (see export.CallLayout): tensor
+    positions drawn from these (in order, with these roles; the export drops tensors whose values
+    it bakes in, such as 0-dim buffers read with ``.item()``, whose values are part of the key), and
+    size positions drawn from the integer inputs."""
 
     tensors: tuple[int, ...]
     roles: tuple[str, ...]
@@ -298,7 +300,7 @@ def _exported_graph(meta: dict[str, Any], archive: bytes, key: str, expected: Ex
     if meta["key"] != key:
         raise BadEntry("was written for another key")
     tensors = _positions(meta["tensor_positions"], "tensor")
-    if tensors != expected.tensors:
+    if not set(tensors) <= set(expected.tensors):
         raise BadEntry(
             f"has tensor positions {list(tensors)}, but this graph's tensor inputs are {list(expected.tensors)}"
         )
@@ -308,7 +310,8 @@ def _exported_graph(meta: dict[str, Any], archive: bytes, key: str, expected: Ex
             f"has size positions {list(sizes)}, but this graph's integer inputs are {sorted(expected.integers)}"
         )
     roles = meta["input_roles"]
-    wanted = [*expected.roles, *("user",) * len(sizes)]
+    role_of = dict(zip(expected.tensors, expected.roles, strict=True))
+    wanted = [*(role_of[position] for position in tensors), *("user",) * len(sizes)]
     if not isinstance(roles, list) or roles != wanted:
         raise BadEntry(f"has input roles {roles!r}, expected {wanted}")
     out_spec = meta["out_spec"]
