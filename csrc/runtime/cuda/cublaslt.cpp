@@ -1,7 +1,6 @@
 #include "runtime/cuda/cublaslt.h"
 
 #include <algorithm>
-#include <limits>
 #include <vector>
 #include <mutex>
 #include <optional>
@@ -175,27 +174,12 @@ Matmul::Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOpe
 size_t Matmul::candidate_count() const { return d_->candidates.size(); }
 
 float Matmul::select_fastest(void* out, void* workspace, CUstream stream, size_t& syncs) {
-  float best = std::numeric_limits<float>::max();
-  std::optional<size_t> best_index;
-  std::string last_failure;
-  for (size_t i = 0; i < d_->candidates.size(); ++i) {
-    d_->chosen = i;
-    float ms = 0;
-    try {
-      ms = time_on_stream(stream, 3, syncs, [&] { run(out, workspace, stream); });
-    } catch (const Error& error) {
-      last_failure = error.what();
-      continue;  // a candidate that fails to launch is simply not chosen
-    }
-    if (ms < best) {
-      best = ms;
-      best_index = i;
-    }
-  }
-  // Keeping a candidate that failed would only fail later, inside a captured CUDA graph.
-  LUMINAL_CHECK(best_index.has_value(), "every cuBLASLt algorithm failed to run ", describe(out), ": ", last_failure);
-  d_->chosen = *best_index;
-  return best;
+  const FastestCandidate fastest = time_candidates(
+      d_->candidates.size(), stream, syncs, [&](size_t i) { d_->chosen = i; }, [&] { run(out, workspace, stream); });
+  LUMINAL_CHECK(fastest.index.has_value(), "every cuBLASLt algorithm failed to run ", describe(out), ": ",
+                fastest.last_failure);
+  d_->chosen = *fastest.index;
+  return fastest.ms;
 }
 
 size_t Matmul::chosen() const { return d_->chosen; }

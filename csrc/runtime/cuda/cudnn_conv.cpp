@@ -1,7 +1,6 @@
 #include "runtime/cuda/cudnn_conv.h"
 
 #include <algorithm>
-#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -332,26 +331,13 @@ void CudnnConvolution::run(const void* x, const void* w, void* y, void* workspac
 
 float CudnnConvolution::select_fastest(const void* x, const void* w, void* y, void* workspace, CUstream stream,
                                        size_t& syncs) {
-  float best = std::numeric_limits<float>::max();
-  std::optional<size_t> best_index;
-  std::string last_failure;
-  for (size_t i = 0; i < plans_->candidates.size(); ++i) {
-    plans_->chosen = i;
-    float ms = 0;
-    try {
-      ms = time_on_stream(stream, 3, syncs, [&] { run(x, w, y, workspace, stream); });
-    } catch (const Error& error) {
-      last_failure = error.what();
-      continue;  // a candidate that fails to run is simply not chosen
-    }
-    if (ms < best) {
-      best = ms;
-      best_index = i;
-    }
-  }
-  LUMINAL_CHECK(best_index.has_value(), "every cuDNN engine failed to run the ", describe(problem_), ": ", last_failure);
-  plans_->chosen = *best_index;
-  return best;
+  const FastestCandidate fastest = time_candidates(
+      plans_->candidates.size(), stream, syncs, [&](size_t i) { plans_->chosen = i; },
+      [&] { run(x, w, y, workspace, stream); });
+  LUMINAL_CHECK(fastest.index.has_value(), "every cuDNN engine failed to run the ", describe(problem_), ": ",
+                fastest.last_failure);
+  plans_->chosen = *fastest.index;
+  return fastest.ms;
 }
 
 std::string CudnnConvolution::chosen_name() const { return str_cat("cuDNN engine ", chosen_engine()); }

@@ -1,7 +1,6 @@
 #include "runtime/cuda/instance.h"
 
 #include <algorithm>
-#include <limits>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -313,10 +312,9 @@ class InstanceBuilder {
         continue;
       }
       try {
-        for (Instance::LibraryConvolution& call : planned_convolutions(s, node, *problem, *settings)) {
-          call.step = s;
-          workspace = std::max(workspace, call.library->workspace_bytes());
-          in_.convolutions.push_back(std::move(call));
+        if (std::optional<Instance::LibraryConvolution> call = planned_convolution(s, node, *problem, *settings)) {
+          workspace = std::max(workspace, call->library->workspace_bytes());
+          in_.convolutions.push_back(std::move(*call));
         }
       } catch (const Error& error) {
         const std::string reason = error.what();
@@ -335,23 +333,20 @@ class InstanceBuilder {
     return look_up_convolution(convolution_choice_key(problem, settings, generated, device_key(device_.device)));
   }
 
-  // The cuDNN plans step `s` needs: none when the cache says the generated kernel wins, the cached
+  // The cuDNN plan step `s` needs: none when the cache says the generated kernel wins, the cached
   // engine alone when cuDNN does and still offers it, else cuDNN's candidate engines to time.
-  std::vector<Instance::LibraryConvolution> planned_convolutions(size_t s, const Node& node,
-                                                                 const cuda::ConvolutionProblem& problem,
-                                                                 const Config& settings) {
+  std::optional<Instance::LibraryConvolution> planned_convolution(size_t s, const Node& node,
+                                                                  const cuda::ConvolutionProblem& problem,
+                                                                  const Config& settings) {
     ConvolutionLookup& cached = convolution_lookups_[s] = look_up_choice(s, problem, settings);
     if (cached.winner == ConvolutionLookup::Winner::Generated) {
       ++in_.choice_counts.hits;
       in_.choices.push_back(str_cat(describe_step(node), ": generated kernel (cached: ", cached.times, ")"));
-      return {};
+      return std::nullopt;
     }
     if (cached.winner == ConvolutionLookup::Winner::Library) {
       try {
-        std::vector<Instance::LibraryConvolution> plans;
-        plans.push_back(
-            Instance::LibraryConvolution{0, std::make_unique<cuda::CudnnConvolution>(problem, 1, cached.engine)});
-        return plans;
+        return Instance::LibraryConvolution{s, std::make_unique<cuda::CudnnConvolution>(problem, 1, cached.engine)};
       } catch (const Error& error) {
         forget_choice(cached.key, str_cat("names cuDNN engine ", cached.engine, ", which no longer takes the problem: ",
                                           error.what()));
@@ -359,16 +354,8 @@ class InstanceBuilder {
       }
     }
     constexpr size_t kCandidates = 8;  // engines timed when searching; by rule: cuDNN's first
-    std::vector<Instance::LibraryConvolution> plans;
-    plans.push_back(Instance::LibraryConvolution{
-        0, std::make_unique<cuda::CudnnConvolution>(problem, settings.search ? kCandidates : 1)});
-    return plans;
-  }
-
-  // Milliseconds per run of `run_once` on the instance's stream (cuda::time_on_stream).
-  template <typename Run>
-  float time_runs(const Run& run_once) {
-    return cuda::time_on_stream(static_cast<CUstream>(context_.stream), 3, host_syncs_, run_once);
+    const size_t candidates = settings.search ? kCandidates : 1;
+    return Instance::LibraryConvolution{s, std::make_unique<cuda::CudnnConvolution>(problem, candidates)};
   }
 
   // Milliseconds per run of step `s`'s generated kernels on the instance's buffers (a warm-up, then
@@ -387,7 +374,7 @@ class InstanceBuilder {
     }
     if (runs.empty()) return std::nullopt;
     const CUstream stream = static_cast<CUstream>(context_.stream);
-    return time_runs([&] {
+    return cuda::time_on_stream(stream, 3, host_syncs_, [&] {
       for (auto& [launch, fields] : runs) {
         void* args[] = {fields.data()};
         const CUDA_KERNEL_NODE_PARAMS p =
@@ -447,9 +434,7 @@ class InstanceBuilder {
           times += str_cat(", generated kernel ", *generated_ms, " ms");
         }
       }
-    }
-    if (settings.search) {  // measured: remembered for the next process
-      ++in_.choice_counts.misses;
+      ++in_.choice_counts.misses;  // measured: remembered for the next process
       store_convolution_choice(cached.key, use_library, call.library->chosen_engine(), times);
     }
     const std::string choice = str_cat(use_library ? "cuDNN" : "generated kernel", " (", times, ")");
