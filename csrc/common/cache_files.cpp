@@ -259,7 +259,11 @@ CacheEntryRead read_cache_entry(const std::string& path, const std::string& key,
   if (!read_exactly(fd.get(), entry.data() + prefix, entry.size() - prefix)) {
     return bad("could not be read whole (truncated?)");
   }
-  return parse_entry(std::move(entry), key);
+  CacheEntryRead read = parse_entry(std::move(entry), key);
+  // Recently used: the cache's size limit evicts least recently used files first (a failure to
+  // mark it, e.g. on a read-only cache, only makes it an earlier candidate for eviction).
+  if (read.status == CacheEntryRead::Status::Hit) (void)::futimens(fd.get(), nullptr);
+  return read;
 }
 
 std::string write_cache_entry(const std::string& path, const std::string& key, const std::string& payload) {

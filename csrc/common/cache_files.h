@@ -36,6 +36,7 @@ struct CacheEntryRead {
 };
 
 // Reads the entry at `path` stored under `key`; files over `max_bytes` are bad without being read.
+// A hit is marked recently used (its modification time set to now) for least-recently-used pruning.
 CacheEntryRead read_cache_entry(const std::string& path, const std::string& key, uint64_t max_bytes);
 
 // Writes an entry atomically (a temporary file unique to this process and thread, then rename).

@@ -71,12 +71,7 @@ std::optional<ChoiceFields> load_choice(const std::string& key) {
   const CacheEntryRead read = read_cache_entry(file, key, kMaxEntryBytes);
   if (read.status == CacheEntryRead::Status::Missing) return std::nullopt;
   if (read.status == CacheEntryRead::Status::Hit) {
-    if (std::optional<ChoiceFields> fields = decode_choice(read.payload)) {
-      // Recently used: the cache's size limit evicts least recently used files first.
-      std::error_code ignored;
-      std::filesystem::last_write_time(file, std::filesystem::file_time_type::clock::now(), ignored);
-      return fields;
-    }
+    if (std::optional<ChoiceFields> fields = decode_choice(read.payload)) return fields;
   }
   evict(file, read.status == CacheEntryRead::Status::Bad ? read.reason : "holds no choice (malformed fields)");
   return std::nullopt;

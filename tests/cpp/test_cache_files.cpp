@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -60,6 +61,19 @@ TEST_F(CacheFilesTest, RoundTripAndMissing) {
   EXPECT_EQ(read.payload, std::string("\x7f" "ELF payload\0with nul", 21));
   // No temporary file is left behind.
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+}
+
+// A hit is marked recently used (pruning removes the least recently used entries first); a read
+// under another key is no hit and leaves the entry's time alone.
+TEST_F(CacheFilesTest, HitIsMarkedRecentlyUsed) {
+  const std::string file = path("a.choice");
+  ASSERT_EQ(write_cache_entry(file, "key", "payload"), "");
+  const fs::file_time_type old_time = fs::last_write_time(file) - std::chrono::hours(48);
+  fs::last_write_time(file, old_time);
+  EXPECT_EQ(read_cache_entry(file, "other key", kLimit).status, Status::Bad);
+  EXPECT_EQ(fs::last_write_time(file), old_time);
+  ASSERT_EQ(read_cache_entry(file, "key", kLimit).status, Status::Hit);
+  EXPECT_GT(fs::last_write_time(file), old_time + std::chrono::hours(47));
 }
 
 TEST_F(CacheFilesTest, EveryTruncationAndEveryFlippedByteIsBad) {

@@ -104,10 +104,7 @@ DiskLookup read_disk_entry(const std::string& file, const std::string& key) {
   }
   DiskLookup lookup;
   if (read.status == CacheEntryRead::Status::Hit) {
-    // Recently used: the cache's size limit evicts least recently used files first.
-    std::error_code ignored;
-    std::filesystem::last_write_time(file, std::filesystem::file_time_type::clock::now(), ignored);
-    lookup.cubin = std::move(read.payload);
+    lookup.cubin = std::move(read.payload);  // (read_cache_entry marked it recently used)
   } else if (read.status == CacheEntryRead::Status::Bad) {
     const std::string left = evict_cache_entry(file);
     lookup.writable = left.empty();
