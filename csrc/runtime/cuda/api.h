@@ -101,6 +101,7 @@ void add_library_dirs(const std::vector<std::string>& dirs);
   X(cublasLtMatmulPreferenceDestroy)      \
   X(cublasLtMatmulPreferenceSetAttribute) \
   X(cublasLtMatmulAlgoGetHeuristic)       \
+  X(cublasLtMatmulAlgoConfigGetAttribute) \
   X(cublasLtMatmul)
 
 #define LUMINAL_CUDNN_FUNCTIONS(X) \

@@ -186,9 +186,32 @@ size_t Matmul::chosen() const { return d_->chosen; }
 
 namespace {
 
+// An algorithm by its configuration (id, tile, split-K, reduction, swizzle, custom option,
+// stages, inner and cluster shapes): what identifies it across processes. Its raw bytes do not:
+// two processes may get different bytes from the heuristic for the same configuration, so a
+// stored choice compared by bytes was measured again on every warm compile.
 std::string algorithm_text(const cublasLtMatmulAlgo_t& algorithm) {
+  static constexpr struct {
+    cublasLtMatmulAlgoConfigAttributes_t attribute;
+    const char* name;
+  } kFields[] = {{CUBLASLT_ALGO_CONFIG_ID, "id"},
+                 {CUBLASLT_ALGO_CONFIG_TILE_ID, "tile"},
+                 {CUBLASLT_ALGO_CONFIG_SPLITK_NUM, "splitk"},
+                 {CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, "reduction"},
+                 {CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, "swizzle"},
+                 {CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, "custom"},
+                 {CUBLASLT_ALGO_CONFIG_STAGES_ID, "stages"},
+                 {CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, "inner"},
+                 {CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, "cluster"}};
   std::string text;
-  for (const uint64_t word : algorithm.data) text += str_cat(text.empty() ? "" : ".", std::hex, word);
+  for (const auto& field : kFields) {
+    uint64_t value = 0;  // every attribute is an integer of at most 8 bytes (little-endian)
+    size_t written = 0;
+    const cublasStatus_t status =
+        cublaslt().cublasLtMatmulAlgoConfigGetAttribute(&algorithm, field.attribute, &value, sizeof value, &written);
+    if (status != CUBLAS_STATUS_SUCCESS || written > sizeof value) continue;  // not known to this version
+    text += str_cat(text.empty() ? "" : " ", field.name, "=", value);
+  }
   return text;
 }
 
