@@ -59,7 +59,7 @@ class KernelWriter {
         operands_(operands),
         schedule_(schedule),
         check_labels_(check_labels ? check_labels : &own_check_labels_),
-        warp_mode_(schedule.mapping == Mapping::WarpPerOutput),
+        warp_mode_(schedule.mapping == Mapping::WarpPerOutput || schedule.mapping == Mapping::WarpPerRow),
         unroll_folds_(schedule.mapping == Mapping::ThreadPerRow) {}
 
   // ---- shape expressions (i64, symbols only) ----
@@ -149,6 +149,8 @@ class KernelWriter {
   // ---- node kernels (node_kernels.cpp) ----
   std::string accumulate_code(const std::string& target, const std::string& value) const;
   std::string elementwise_body();
+  std::string row_body();
+  ir::Shape row_shape() const;  // the node's shape without its innermost dimension
   static ir::Shape piece_shape_of(const Node& node, const passes::PointwisePiece& piece);
   ir::Shape piece_shape(const passes::PointwisePiece& piece) const { return piece_shape_of(node_, piece); }
   std::string pieces_body(const std::vector<passes::PointwisePiece>& pieces);
@@ -172,7 +174,7 @@ class KernelWriter {
   // Set by the node kernels whose variables are known to stay in range (set_index_ranges); row
   // kernels and template kernels leave it unset and keep the checked division.
   std::optional<ir::IndexRanges> ranges_;
-  // From the schedule: a warp per output shares top-level folds among its lanes; row kernels
+  // From the schedule: a warp per output (or per row) shares top-level folds among its lanes; row kernels
   // unroll static folds (their row arrays stay in registers) and have no float4 folds.
   const bool warp_mode_;
   const bool unroll_folds_;

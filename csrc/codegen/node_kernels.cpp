@@ -10,6 +10,7 @@ namespace luminal::codegen::detail {
 Kernel KernelWriter::write() {
   Kernel kernel;
   kernel.outputs = ir::product(unrolled_shape());
+  if (schedule_.mapping == Mapping::WarpPerRow) kernel.outputs = ir::simplify(ir::product(row_shape()), {});
   std::vector<passes::PointwisePiece> pieces;
   if (schedule_.mapping == Mapping::Pieces) {
     pieces = passes::split_pointwise(node_);
@@ -26,6 +27,7 @@ Kernel KernelWriter::write() {
     case Mapping::Pieces: body = pieces_body(pieces); break;
     case Mapping::WarpPerOutput: body = node_.kind == NodeKind::Reduce ? reduce_body() : elementwise_body(); break;
     case Mapping::ThreadPerOutput: body = reduce_body(); break;
+    case Mapping::WarpPerRow: body = row_body(); break;
     case Mapping::Scatter:
     case Mapping::GroupedRows:
     case Mapping::ThreadPerRow:
@@ -139,6 +141,44 @@ std::string KernelWriter::elementwise_body() {
   out << "    bool lm_ok = true; (void)lm_ok;\n";
   out << scopes_[root]->code.str();
   out << "    p.out[lm_flat * " << unroll << " + lm_u] = " << store_code(result) << ";\n";
+  out << "    }\n  }\n}\n";
+  return out.str();
+}
+
+ir::Shape KernelWriter::row_shape() const { return ir::Shape(node_.shape.begin(), node_.shape.end() - 1); }
+
+// A warp per row: the innermost loop variable becomes a fresh reduce variable bound by the loop
+// over the row, so that everything that does not vary along the row (its folds above all) is
+// placed before that loop, once per row, where warp mode shares each fold among the lanes (every
+// lane ends with the combined value). The lanes then stride along the row.
+std::string KernelWriter::row_body() {
+  LUMINAL_CHECK(node_.rank() > 0, "internal error: a warp per row of the rank-0 node ", node_.origin);
+  const size_t last = node_.rank() - 1;
+  const int along = std::max(ir::max_reduce_var(node_.body) + 1, 0);
+  const Expr element_var = ir::reduce_var(along);
+  const Expr body = ir::transform(node_.body, [&](const Expr& e, const std::vector<Expr>&) -> Expr {
+    return e->op == ExprOp::LoopVar && e->index == static_cast<int>(last) ? element_var : nullptr;
+  });
+  const int root = open_scope(-1, {}, false);
+  set_index_ranges(node_.shape);
+  if (ranges_->reduce_extents.size() <= static_cast<size_t>(along)) ranges_->reduce_extents.resize(along + 1);
+  ranges_->reduce_extents[along] = node_.shape[last];
+  const int element = open_scope(root, {along}, false);
+  scopes_[element]->names.emplace(element_var, str_cat("r", along));
+  const std::string result = emit(body, element);
+  const std::string length = shape_code(node_.shape[last]);
+  std::ostringstream out;
+  out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n";
+  out << "  const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(row_shape()), {})) << ";\n";
+  out << "  const int lm_lane = threadIdx.x & 31;\n";
+  out << "  for (lm_i64 lm_flat = ((lm_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; lm_flat < lm_n;"
+      << " lm_flat += ((lm_i64)gridDim.x * blockDim.x) >> 5) {\n";
+  out << "    bool lm_ok = true; (void)lm_ok;\n";
+  out << unravel("lm_flat", 4, row_shape());
+  out << scopes_[root]->code.str();
+  out << "    for (lm_i64 r" << along << " = lm_lane; r" << along << " < " << length << "; r" << along << " += 32) {\n";
+  out << scopes_[element]->code.str();
+  out << "      p.out[lm_flat * " << length << " + r" << along << "] = " << store_code(result) << ";\n";
   out << "    }\n  }\n}\n";
   return out.str();
 }

@@ -18,14 +18,16 @@ bool mapping_fits(const Node& node, Mapping mapping) {
   if (node.kind == NodeKind::Attention) return mapping == Mapping::Attention;
   if (node.kind == NodeKind::Reduce) return mapping == Mapping::ThreadPerOutput || mapping == Mapping::WarpPerOutput;
   if (node.kind == NodeKind::Pointwise) {
-    return mapping == Mapping::Elementwise || mapping == Mapping::Pieces || mapping == Mapping::WarpPerOutput;
+    return mapping == Mapping::Elementwise || mapping == Mapping::Pieces || mapping == Mapping::WarpPerOutput ||
+           (mapping == Mapping::WarpPerRow && node.rank() > 0);
   }
   return false;
 }
 
 int threads_per_output_of(Mapping mapping) {
   switch (mapping) {
-    case Mapping::WarpPerOutput: return 32;
+    case Mapping::WarpPerOutput:
+    case Mapping::WarpPerRow: return 32;
     case Mapping::GroupedRows: return schedule::kGroupedRowsThreads;
     case Mapping::Attention: return schedule::kAttentionThreads;
     case Mapping::Elementwise:

@@ -155,6 +155,12 @@ int max_reduce_var(const Expr& e);
 // the result into a body whose reduce variables (bound or free, including those in the
 // substituted indices) are all below `first` can neither capture one of them nor rebind one.
 Expr rebase_fold_vars(const Expr& e, int first);
+// Renumbers the fold variables of an expression that has no free reduce variables by height: a
+// fold gets `first` + the height of its nesting below it (first for a fold with no fold inside),
+// so that equal folds get equal variables wherever they appear (structural CSE then computes a
+// LayerNorm's mean once, whether it is read directly or inside the variance) while nested folds
+// keep distinct ones.
+Expr canonical_fold_vars(const Expr& e, int first);
 // Does the expression only depend on symbols (no loop/reduce vars, no loads)?
 bool is_shape_expr(const Expr& e);
 void collect_symbols(const Expr& e, std::vector<std::string>& out);  // unique, in first-seen order

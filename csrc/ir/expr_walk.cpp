@@ -108,6 +108,29 @@ Expr rebase_fold_vars(const Expr& e, int first) {
   });
 }
 
+Expr canonical_fold_vars(const Expr& e, int first) {
+  LUMINAL_CHECK(first >= 0, "invalid expression canonical_fold_vars: negative first variable id");
+  int folds = 0;
+  visit_unique(e, [&](const ExprNode& n) { folds += n.op == ExprOp::Fold ? 1 : 0; });
+  if (folds == 0) return e;
+  // Old ids move above every id the numbering below can give, so that no renaming captures one.
+  const int high = std::max(first, max_reduce_var(e) + 1) + folds;
+  const Expr moved = rebase_fold_vars(e, high);
+  return transform(moved, [&](const Expr& original, const std::vector<Expr>& args) -> Expr {
+    if (original->op != ExprOp::Fold) return nullptr;
+    // args[1] is the body with its own folds renumbered already (ids below `high`).
+    int height = 0;
+    visit(args[1], [&](const Expr& x) {
+      if (x->op == ExprOp::Fold && x->index < high) height = std::max(height, x->index - first + 1);
+    });
+    const Expr own = reduce_var(first + height);
+    const Expr body = transform(args[1], [&](const Expr& x, const std::vector<Expr>&) -> Expr {
+      return x->op == ExprOp::ReduceVar && x->index == original->index ? own : nullptr;
+    });
+    return fold(static_cast<ReduceOp>(original->int_value), first + height, args[0], body);
+  });
+}
+
 Expr rebuild(const Expr& node, std::vector<Expr> args) {
   switch (node->op) {
     case ExprOp::Const:

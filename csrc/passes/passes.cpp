@@ -1,9 +1,12 @@
 #include "passes/passes.h"
 
+#include <algorithm>
+#include <functional>
 #include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "ir/poly.h"
 #include "ir/simplify.h"
@@ -290,6 +293,55 @@ void materialize_outputs(Graph& graph) {
   }
 }
 
+namespace {
+
+// An index expression as offset + sum_j coefficients[j] * i_j with shape-expression offset and
+// coefficients (one per loop variable of a rank-`rank` node); nullopt when it is not affine in the
+// loop variables.
+bool affine_terms(const Expr& index, size_t rank, Expr& offset_out, std::vector<Expr>& coefficients) {
+  const ir::Poly p = ir::poly_from_expr(index);
+  coefficients.assign(rank, ir::int_const(0));
+  ir::Poly offset;
+  offset.constant = p.constant;
+  for (const auto& [monomial, coefficient] : p.terms) {
+    // Each term is coefficient * (loop var) * (symbols...), or symbols only (part of the offset).
+    int loop_axis = -1;
+    ir::Monomial rest;
+    for (const Expr& atom : monomial) {
+      if (atom->op == ExprOp::LoopVar && loop_axis < 0) {
+        loop_axis = atom->index;
+      } else if (atom->op == ExprOp::Symbol) {
+        rest.push_back(atom);
+      } else {
+        return false;  // not affine in the loop variables
+      }
+    }
+    ir::Poly term;
+    if (rest.empty()) {
+      term.constant = coefficient;
+    } else {
+      term.terms.emplace(rest, coefficient);
+    }
+    if (loop_axis < 0) {
+      offset.add(term);
+    } else {
+      coefficients[loop_axis] = ir::add(coefficients[loop_axis], ir::expr_from_poly(term));
+    }
+  }
+  offset_out = ir::expr_from_poly(offset);
+  return true;
+}
+
+// Nodes whose buffer is always row-major (the arena or an output): computed by a kernel or a
+// library into memory of their own. Not inputs or constants (their strides are the caller's or
+// the archive's), nor scatters (an executor may update the base's memory in place).
+bool stored_row_major(const Node& node) {
+  return node.kind == NodeKind::Pointwise || node.kind == NodeKind::Reduce || node.kind == NodeKind::MatMul ||
+         node.kind == NodeKind::Attention;
+}
+
+}  // namespace
+
 std::optional<AffineView> as_affine_view(const Graph& graph, NodeId id) {
   const Node& node = graph.node(id);
   if (node.kind != NodeKind::Pointwise || node.inputs.size() != 1 || !node.body) return std::nullopt;
@@ -297,40 +349,46 @@ std::optional<AffineView> as_affine_view(const Graph& graph, NodeId id) {
   if (body->op != ExprOp::Load || body->masked || body->index != 0) return std::nullopt;
   AffineView view;
   view.base = node.inputs[0];
-  for (size_t d = 0; d < body->load_rank(); ++d) {
-    const ir::Poly p = ir::poly_from_expr(body->args[d]);
-    std::vector<Expr> coefficients(node.rank(), ir::int_const(0));
-    ir::Poly offset;
-    offset.constant = p.constant;
-    for (const auto& [monomial, coefficient] : p.terms) {
-      // Each term is coefficient * (loop var) * (symbols...), or symbols only (part of the offset).
-      int loop_axis = -1;
-      ir::Monomial rest;
-      for (const Expr& atom : monomial) {
-        if (atom->op == ExprOp::LoopVar && loop_axis < 0) {
-          loop_axis = atom->index;
-        } else if (atom->op == ExprOp::Symbol) {
-          rest.push_back(atom);
-        } else {
-          return std::nullopt;  // not affine in the loop variables
-        }
-      }
-      ir::Poly term;
-      if (rest.empty()) {
-        term.constant = coefficient;
-      } else {
-        term.terms.emplace(rest, coefficient);
-      }
-      if (loop_axis < 0) {
-        offset.add(term);
-      } else {
-        coefficients[loop_axis] = ir::add(coefficients[loop_axis], ir::expr_from_poly(term));
-      }
-    }
-    view.offset.push_back(ir::expr_from_poly(offset));
+  bool affine = true;
+  for (size_t d = 0; d < body->load_rank() && affine; ++d) {
+    Expr offset;
+    std::vector<Expr> coefficients;
+    affine = affine_terms(body->args[d], node.rank(), offset, coefficients);
+    view.offset.push_back(std::move(offset));
     view.coefficients.push_back(std::move(coefficients));
   }
+  if (affine) return view;
+  // A reshape that merges dimensions indexes them by quotient and remainder (floordiv(i0, 16),
+  // mod(i0, 16)): not affine per dimension, but affine in the flat offset of a row-major base,
+  // where those cancel. The whole offset then goes to the base's innermost dimension (stride 1).
+  const Node& base = graph.node(view.base);
+  if (!stored_row_major(base) || base.rank() == 0) return std::nullopt;
+  Expr flat = ir::int_const(0), stride = ir::int_const(1);
+  for (size_t d = base.rank(); d-- > 0;) {
+    flat = ir::add(flat, ir::mul(body->args[d], stride));
+    stride = ir::mul(stride, base.shape[d]);
+  }
+  Expr offset;
+  std::vector<Expr> coefficients;
+  if (!affine_terms(ir::simplify(flat, ranges_of(node)), node.rank(), offset, coefficients)) return std::nullopt;
+  view.offset.assign(base.rank(), ir::int_const(0));
+  view.coefficients.assign(base.rank(), std::vector<Expr>(node.rank(), ir::int_const(0)));
+  view.offset.back() = std::move(offset);
+  view.coefficients.back() = std::move(coefficients);
+  view.flattened = true;
   return view;
+}
+
+void require_row_major_base(const AffineView& view, const std::vector<int64_t>& base_sizes,
+                            const std::vector<int64_t>& base_strides) {
+  if (!view.flattened) return;
+  int64_t expected = 1;
+  for (size_t d = base_sizes.size(); d-- > 0;) {
+    LUMINAL_CHECK(d < base_strides.size() && (base_sizes[d] == 1 || base_strides[d] == expected),
+                  "internal error: a reshape view of node %", view.base, " reads it as row-major, but its strides are ",
+                  int_list(base_strides), " for sizes ", int_list(base_sizes));
+    expected *= base_sizes[d];
+  }
 }
 
 ir::NodeId affine_view_base(const ir::Graph& graph, ir::NodeId node) {
@@ -517,6 +575,156 @@ void inline_reductions(Graph& graph, const OptimizeOptions& options) {
 
 namespace {
 
+// Whether every load of `slot` in `consumer` reads the producer once per row: its index (and
+// mask) varies with no reduce variable and not with the innermost loop variable, and it does vary
+// with every other axis longer than 1 (so that no row recomputes another row's value).
+bool read_once_per_row(const Node& consumer, size_t slot) {
+  const size_t last = consumer.rank() - 1;
+  bool sites = false, per_row = true;
+  ir::visit(consumer.body, [&](const Expr& e) {
+    if (e->op != ExprOp::Load || e->index != static_cast<int>(slot)) return;
+    sites = true;
+    const std::vector<bool> read = loop_vars_read(e, consumer.rank());
+    per_row = per_row && !read[last] && ir::free_reduce_vars(e).empty();
+    for (size_t d = 0; d < last; ++d) per_row = per_row && (read[d] || consumer.shape[d]->is_int_const(1));
+  });
+  return sites && per_row;
+}
+
+bool can_fuse_into_row(const Graph& graph, const Node& consumer, size_t slot, const OptimizeOptions& options) {
+  const Node& producer = graph.node(consumer.inputs[slot]);
+  return producer.kind == NodeKind::Pointwise && producer.contraction == ir::Contraction::None &&
+         ir::contains_op(producer.body, ExprOp::Fold) &&
+         arithmetic_op_count(producer.body) <= options.max_fused_ops && read_once_per_row(consumer, slot);
+}
+
+constexpr int kMaxRowRounds = 8;     // producers of producers (a variance reads the mean): a few levels
+constexpr int kRowRecomputeOps = 8;  // arithmetic a fused row may repeat per read of a producer
+
+// A fused row: a pointwise node with folds, none of which reads the innermost loop variable (so
+// the kernel computes each of them once per row: schedule::Mapping::WarpPerRow).
+bool is_fused_row(const Node& node) {
+  if (node.kind != NodeKind::Pointwise || node.rank() == 0 || node.shape.back()->is_int_const(1)) return false;
+  const int innermost = static_cast<int>(node.rank()) - 1;
+  bool folds = false, per_row = true;
+  ir::visit(node.body, [&](const Expr& e) {
+    if (e->op != ExprOp::Fold) return;
+    folds = true;
+    bool reads_innermost = false;
+    ir::visit(e, [&](const Expr& x) { reads_innermost = reads_innermost || (x->op == ExprOp::LoopVar && x->index == innermost); });
+    per_row = per_row && !reads_innermost;
+  });
+  return folds && per_row;
+}
+
+// In a fused row, whether every load of `slot` reads a new element at each evaluation: its index
+// varies with the innermost loop variable (an element of the row) or with a fold's variable (a
+// step of a fold, which the kernel computes once per row).
+bool read_once_per_evaluation(const Node& consumer, size_t slot) {
+  const int innermost = static_cast<int>(consumer.rank()) - 1;
+  bool ok = true;
+  ir::visit(consumer.body, [&](const Expr& e) {
+    if (e->op != ExprOp::Load || e->index != static_cast<int>(slot)) return;
+    bool varies = !ir::free_reduce_vars(e).empty();
+    ir::visit(e, [&](const Expr& x) { varies = varies || (x->op == ExprOp::LoopVar && x->index == innermost); });
+    ok = ok && varies;
+  });
+  return ok;
+}
+
+// Inlines into `consumer` every producer with folds that it reads once per row (rounds: a
+// variance's body reads the mean). Returns whether anything was inlined.
+bool inline_row_folds(Graph& graph, Node& consumer, const OptimizeOptions& options) {
+  bool fused = false;
+  for (int round = 0; round < kMaxRowRounds; ++round) {
+    bool changed = false;
+    for (size_t slot = 0; slot < consumer.inputs.size(); ++slot) {
+      if (!can_fuse_into_row(graph, consumer, slot, options)) continue;
+      inline_slot(graph, consumer, slot);
+      changed = true;
+    }
+    if (!changed) break;
+    fused = true;
+    compact_slots(consumer);
+    consumer.body = ir::simplify(ir::canonical_fold_vars(consumer.body, 0), ranges_of(consumer));
+  }
+  return fused;
+}
+
+// Arithmetic operations outside folds: what each read of an inlined producer recomputes (its
+// folds stay row-invariant, computed once per row).
+int ops_outside_folds(const Expr& body) {
+  int inside = 0;
+  std::unordered_set<const ir::ExprNode*> seen;
+  std::function<void(const Expr&)> walk = [&](const Expr& e) {
+    if (!seen.insert(e.get()).second) return;
+    if (e->op == ExprOp::Fold) {
+      inside += arithmetic_op_count(e);
+      return;
+    }
+    for (const Expr& arg : e->args) walk(arg);
+  };
+  walk(body);
+  return std::max(0, arithmetic_op_count(body) - inside);
+}
+
+// Inlines, into the fused row `consumer`, each producer it alone reads that is cheap outside its
+// folds, where each read takes a new element per evaluation and the row stays fused (every fold
+// still computed once per row). Returns whether anything was inlined.
+bool inline_cheap_producers(Graph& graph, Node& consumer, const std::vector<int>& uses) {
+  bool changed = false;
+  for (size_t slot = 0; slot < consumer.inputs.size(); ++slot) {
+    const Node& producer = graph.node(consumer.inputs[slot]);
+    if (producer.kind != NodeKind::Pointwise || producer.contraction != ir::Contraction::None) continue;
+    if (uses[producer.id] != 1 || ops_outside_folds(producer.body) > kRowRecomputeOps) continue;
+    if (!read_once_per_evaluation(consumer, slot)) continue;
+    const Node before = consumer;
+    inline_slot(graph, consumer, slot);
+    if (!is_fused_row(consumer)) {
+      consumer = before;
+      continue;
+    }
+    changed = true;
+  }
+  if (changed) {
+    compact_slots(consumer);
+    consumer.body = ir::simplify(ir::canonical_fold_vars(consumer.body, 0), ranges_of(consumer));
+  }
+  return changed;
+}
+
+}  // namespace
+
+Graph fuse_row_broadcasts(Graph graph, const OptimizeOptions& options) {
+  bool fused = false;
+  for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
+    Node& consumer = graph.node(id);
+    if (consumer.kind != NodeKind::Pointwise || consumer.contraction != ir::Contraction::None) continue;
+    if (consumer.rank() == 0 || consumer.shape.back()->is_int_const(1)) continue;
+    fused = inline_row_folds(graph, consumer, options) || fused;
+  }
+  if (!fused) return graph;
+  // A cheap producer read by nothing but a fused row (a residual sum feeding a LayerNorm, the
+  // centred values a variance and the output both read) is recomputed at each of its reads
+  // there: the row stays in L1, and a kernel and a round trip through memory go away. The
+  // producers folded in above are dead now: use counts are taken without them.
+  graph = eliminate_dead_code(graph);
+  for (int round = 0; round < kMaxRowRounds; ++round) {
+    const std::vector<int> uses = graph.use_counts();
+    bool changed = false;
+    for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
+      if (is_fused_row(graph.node(id))) changed = inline_cheap_producers(graph, graph.node(id), uses) || changed;
+    }
+    if (!changed) break;
+    graph = eliminate_dead_code(graph);
+  }
+  Graph out = eliminate_dead_code(graph);
+  out.verify();
+  return out;
+}
+
+namespace {
+
 bool is_identity_load(const Expr& e, size_t rank) {
   if (e->op != ExprOp::Load || e->masked || e->load_rank() != rank) return false;
   for (size_t d = 0; d < rank; ++d) {
@@ -534,11 +742,43 @@ bool is_last_axis_load(const Expr& e, size_t rank) {
 
 }  // namespace
 
+namespace {
+
+// add(mm[I], bias[I.back()]) read through a view of the matmul's result (the heads of a Q, K or V
+// projection: [B*T, H*D] read as [B, H, T, D]): the bias moves into the matmul's epilogue and the
+// node becomes the view alone, which attention and matmuls read in place by strides.
+bool fuse_bias_under_view(Graph& graph, Node& node, const std::vector<int>& uses) {
+  const Expr& body = node.body;
+  if (body->op != ExprOp::Add) return false;
+  for (int side = 0; side < 2; ++side) {
+    const Expr& product = body->args[side];
+    const Expr& bias = body->args[1 - side];
+    if (product->op != ExprOp::Load || product->masked || bias->op != ExprOp::Load || bias->masked) continue;
+    if (bias->load_rank() != 1 || product->load_rank() == 0) continue;
+    if (!ir::expr_equal(bias->args[0], product->args[product->load_rank() - 1])) continue;
+    Node& mm = graph.node(node.inputs[product->index]);
+    const Node& b = graph.node(node.inputs[bias->index]);
+    if (mm.kind != NodeKind::MatMul || mm.epilogue != ir::MatMulEpilogue::None || uses[mm.id] != 1) continue;
+    if (mm.dtype != node.dtype || b.dtype != node.dtype || b.rank() != 1 || b.id >= mm.id) continue;
+    if (!ir::expr_equal(b.shape[0], mm.shape.back())) continue;
+    mm.inputs.push_back(b.id);
+    mm.epilogue = ir::MatMulEpilogue::Bias;
+    std::vector<Expr> index(product->args.begin(), product->args.end());
+    node.inputs = {mm.id};
+    node.body = ir::load(0, node.dtype, std::move(index));
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void fuse_matmul_epilogues(Graph& graph) {
   const std::vector<int> uses = graph.use_counts();
   for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
     Node& node = graph.node(id);
     if (node.kind != NodeKind::Pointwise || node.inputs.size() != 2) continue;
+    if (!is_identity_load(strip_cast(node.body), node.rank()) && fuse_bias_under_view(graph, node, uses)) continue;
     Expr body = node.body;
     ir::MatMulEpilogue epilogue = ir::MatMulEpilogue::Bias;
     if (body->op == ExprOp::Relu) epilogue = ir::MatMulEpilogue::BiasRelu;

@@ -35,6 +35,13 @@ struct OptimizeOptions {
 // The standard pipeline: inlining, dead-code elimination, output materialization, verification.
 ir::Graph optimize(ir::Graph graph, const OptimizeOptions& options = {});
 
+// For the CUDA engine's node kernels (schedule::Mapping::WarpPerRow): a pointwise producer holding
+// folds (a LayerNorm's mean or variance, a softmax's max or sum) that a pointwise consumer reads
+// once per row, the same value along the consumer's innermost axis, is inlined into it, so that
+// one kernel computes the row's folds once and then the row. Not for the CPU interpreter, which
+// would recompute such folds for every element.
+ir::Graph fuse_row_broadcasts(ir::Graph graph, const OptimizeOptions& options = {});
+
 // Removes nodes that no output depends on (Input nodes always stay: they are the call signature).
 ir::Graph eliminate_dead_code(const ir::Graph& graph);
 
@@ -68,7 +75,14 @@ struct AffineView {
   ir::NodeId base = -1;
   std::vector<ir::Expr> offset;                     // per input dim
   std::vector<std::vector<ir::Expr>> coefficients;  // [input dim][output dim], shape expressions
+  // A reshape merging dimensions (quotient and remainder indices): affine only in the flat offset
+  // of a row-major base, held by the innermost dimension (the others are 0). Readers check that
+  // the base's strides are row-major (require_row_major_base) before they use it.
+  bool flattened = false;
 };
+// Raises luminal::Error (internal) when a flattened view's base does not have row-major strides.
+void require_row_major_base(const AffineView& view, const std::vector<int64_t>& base_sizes,
+                            const std::vector<int64_t>& base_strides);
 std::optional<AffineView> as_affine_view(const ir::Graph& graph, ir::NodeId node);
 // The node whose memory `node` reads if it is an affine view (as_affine_view's base), else itself.
 ir::NodeId affine_view_base(const ir::Graph& graph, ir::NodeId node);

@@ -4,6 +4,7 @@
 
 #include "common/checked.h"
 #include "common/error.h"
+#include "passes/passes.h"
 #include "passes/row_plan.h"
 #include "passes/stage_library_operands.h"
 #include "pt2/archive.h"
@@ -95,9 +96,10 @@ CompiledGraph::CompiledGraph(ir::Graph translated, const CompileOptions& options
 #if LUMINAL_HAVE_CUDA
 namespace {
 
-// The general plan: library operands staged, then node by node.
+// The general plan: row broadcasts fused (passes::fuse_row_broadcasts), library operands staged,
+// then node by node.
 std::shared_ptr<const gpu::CudaProgram> general_program(const ir::Graph& graph) {
-  return std::make_shared<const gpu::CudaProgram>(gpu::build_general_cuda_program(graph));
+  return std::make_shared<const gpu::CudaProgram>(gpu::build_general_cuda_program(passes::fuse_row_broadcasts(graph)));
 }
 
 }  // namespace

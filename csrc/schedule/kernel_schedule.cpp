@@ -26,6 +26,7 @@ const char* mapping_name(Mapping mapping) {
     case Mapping::GroupedRows: return "grouped_rows";
     case Mapping::ThreadPerRow: return "thread_per_row";
     case Mapping::Attention: return "attention";
+    case Mapping::WarpPerRow: return "warp_per_row";
   }
   return "?";
 }
@@ -69,6 +70,24 @@ bool has_top_level_fold(const Expr& body, int64_t min_extent) {
   return found;
 }
 
+bool has_row_invariant_fold(const Node& node) {
+  if (node.kind != NodeKind::Pointwise || node.rank() == 0 || node.shape.back()->is_int_const(1)) return false;
+  const int innermost = static_cast<int>(node.rank()) - 1;
+  bool found = false;
+  std::function<void(const Expr&)> walk = [&](const Expr& e) {
+    if (found) return;
+    if (e->op == ExprOp::Fold) {
+      bool reads_innermost = false;
+      ir::visit(e, [&](const Expr& x) { reads_innermost = reads_innermost || (x->op == ExprOp::LoopVar && x->index == innermost); });
+      found = !reads_innermost;
+      return;  // folds nested in this one are computed with it
+    }
+    for (const Expr& arg : e->args) walk(arg);
+  };
+  walk(node.body);
+  return found;
+}
+
 std::vector<Expr> rendered_bodies(const Node& node, Mapping mapping) {
   switch (mapping) {
     case Mapping::Pieces: {
@@ -90,6 +109,7 @@ std::vector<Expr> rendered_bodies(const Node& node, Mapping mapping) {
       return bodies;
     }
     case Mapping::Elementwise:
+    case Mapping::WarpPerRow:
     case Mapping::ThreadPerRow: return {node.body};
   }
   return {node.body};
@@ -252,7 +272,7 @@ KernelSchedule with_mapping(Mapping mapping, int pieces = 1) {
   KernelSchedule s;
   s.mapping = mapping;
   s.pieces = pieces;
-  s.threads_per_output = mapping == Mapping::WarpPerOutput ? 32 : 1;
+  s.threads_per_output = mapping == Mapping::WarpPerOutput || mapping == Mapping::WarpPerRow ? 32 : 1;
   if (mapping == Mapping::GroupedRows) s.block_size = s.threads_per_output = kGroupedRowsThreads;
   if (mapping == Mapping::Attention) s.block_size = s.threads_per_output = kAttentionThreads;
   if (mapping == Mapping::ThreadPerRow) s.block_size = kRowBlock;
@@ -286,6 +306,8 @@ KernelSchedule choose_schedule(const Node& node, const std::vector<OperandInfo>&
       s = with_mapping(Mapping::Pieces, static_cast<int>(pieces.size()));
       bodies.clear();
       for (const passes::PointwisePiece& piece : pieces) bodies.push_back(piece.body);
+    } else if (has_row_invariant_fold(node)) {
+      s = with_mapping(Mapping::WarpPerRow);
     } else {
       s = with_mapping(has_top_level_fold(node.body, kWarpFoldLength) ? Mapping::WarpPerOutput : Mapping::Elementwise);
       const std::optional<int64_t> elements = ir::as_int_const(ir::simplify(ir::product(node.shape), {}));
@@ -317,6 +339,7 @@ std::vector<KernelSchedule> candidate_schedules(const Node& node, const std::vec
     const size_t pieces = passes::split_pointwise(node).size();
     if (pieces > 1 && pieces <= kMaxPieces) mappings.push_back(with_mapping(Mapping::Pieces, static_cast<int>(pieces)));
     if (has_top_level_fold(node.body, 0)) mappings.push_back(with_mapping(Mapping::WarpPerOutput));
+    if (node.rank() > 0) mappings.push_back(with_mapping(Mapping::WarpPerRow));
   }
   for (const KernelSchedule& mapping : mappings) {
     const bool float4 = has_float4_fold(rendered_bodies(node, mapping.mapping), operands);

@@ -46,6 +46,10 @@ enum class Mapping : uint8_t {
   GroupedRows,      // grouped-rows contractions: a 64x64 output tile per block (a tiled grouped GEMM)
   ThreadPerRow,     // row kernels (a whole row-local graph): one thread per batch row
   Attention,        // attention: a block of 128 threads per (batch, head, tile of queries)
+  // pointwise: a warp per row (all dimensions but the innermost). Values that do not vary along the
+  // row, its folds above all (a LayerNorm's mean and variance, a softmax's max and sum), are
+  // computed once per row with the lanes splitting each fold; then the lanes stride along the row.
+  WarpPerRow,
 };
 
 const char* mapping_name(Mapping mapping);
@@ -104,8 +108,9 @@ class ScheduleError : public Error {
 //   grouped-rows contraction -> GroupedRows; scatter -> Scatter; attention -> Attention;
 //   reduction -> WarpPerOutput when the reduction is static and some load's innermost index
 //     varies with it (consecutive steps read consecutive memory), else ThreadPerOutput;
-//   pointwise -> Pieces for 2..256 pieces (passes::split_pointwise), else WarpPerOutput with a
-//     top-level fold of static length >= 64, else Elementwise;
+//   pointwise -> Pieces for 2..256 pieces (passes::split_pointwise), else WarpPerRow with a
+//     row-invariant fold (has_row_invariant_fold), else WarpPerOutput with a top-level fold of
+//     static length >= 64, else Elementwise;
 //   vector width 4 when some fold the kernel renders qualifies for a float4 loop;
 //   unroll 4 for an elementwise node without folds whose innermost dimension is a static multiple
 //   of 4 and that has at least kUnrollMinElements elements.
@@ -122,6 +127,10 @@ std::vector<KernelSchedule> candidate_schedules(const ir::Node& node, const std:
 // Whether `body` has a fold outside every other fold whose extent is static and at least
 // `min_extent` (min_extent <= 0: any top-level fold, static or not).
 bool has_top_level_fold(const ir::Expr& body, int64_t min_extent);
+
+// Whether a pointwise node's body has a top-level fold that does not read the innermost loop
+// variable, along an innermost dimension longer than 1: what WarpPerRow computes once per row.
+bool has_row_invariant_fold(const ir::Node& node);
 
 // The expressions a kernel renders under `mapping`: the node's body, with a reduction's extents,
 // a scatter's targets, or the pieces' bodies for Pieces.

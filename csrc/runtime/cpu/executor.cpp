@@ -647,6 +647,7 @@ class Executor::Run {
     std::vector<int64_t> strides;
     if (ex_.buffers_.placement[id] == Placement::VirtualView) {
       const Buffer& base = buffers_[plan.view->base];
+      passes::require_row_major_base(*plan.view, base.sizes, base.strides);
       const size_t out_rank = graph_.node(id).rank();
       strides.assign(out_rank, 0);
       int64_t offset = 0;

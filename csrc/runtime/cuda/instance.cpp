@@ -182,6 +182,7 @@ class InstanceBuilder {
   void resolve_view(NodeId id, CUdeviceptr arena_base) {
     const auto view = passes::as_affine_view(g_, id);
     const Buffer& base = in_.buffers[view->base];
+    passes::require_row_major_base(*view, base.sizes, base.strides);
     const CUdeviceptr base_ptr =
         placement(view->base) == Placement::Arena ? arena_base + arena_.offset[view->base] : base.ptr;
     Buffer& b = in_.buffers[id];

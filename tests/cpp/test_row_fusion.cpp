@@ -1,0 +1,235 @@
+// Row fusion for the CUDA engine's node kernels (passes::fuse_row_broadcasts, rendered as
+// schedule::Mapping::WarpPerRow), the canonical numbering of fold variables it relies on for
+// sharing a fold, reshape views of row-major nodes (passes::as_affine_view) and the bias of a
+// matmul read through a view (passes::fuse_matmul_epilogues).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <unordered_set>
+#include <vector>
+
+#include "graph_helpers.h"
+#include "ir/simplify.h"
+#include "kernel_helpers.h"
+#include "codegen/cuda_codegen.h"
+#include "schedule/kernel_schedule.h"
+#include "schedule/plan.h"
+
+namespace luminal {
+namespace {
+
+using ir::Expr;
+using ir::ExprOp;
+using ir::int_const;
+using ir::NodeId;
+using testing::GraphFixture;
+using testing::Host;
+
+// Sum over dimension 1 of x [rows, cols], kept as [rows, 1], times `scale`.
+NodeId row_mean(GraphFixture& f, NodeId x, double scale) {
+  const NodeId sum = f.b().reduce_dims(x, {1}, true, ir::ReduceOp::Sum, DType::F32);
+  return f.b().elementwise({frontend::Operand::of(sum), frontend::Operand::number(scale, DType::F32)}, DType::F32,
+                           DType::F32, [](const std::vector<Expr>& v) { return ir::mul(v[0], v[1]); });
+}
+
+NodeId binary(GraphFixture& f, NodeId a, NodeId b, ExprOp op) {
+  return f.b().elementwise({frontend::Operand::of(a), frontend::Operand::of(b)}, DType::F32, DType::F32,
+                           [op](const std::vector<Expr>& v) { return ir::binary(op, v[0], v[1]); });
+}
+
+// LayerNorm without affine parameters over the rows of (a + b), as the frontend decomposes it:
+// mean, variance of the centred values, normalized output.
+NodeId layer_norm_of_sum(GraphFixture& f, int64_t rows, int64_t cols) {
+  const NodeId a = f.input(DType::F32, {int_const(rows), int_const(cols)});
+  const NodeId b = f.input(DType::F32, {int_const(rows), int_const(cols)});
+  const NodeId x = binary(f, a, b, ExprOp::Add);
+  const NodeId mean = row_mean(f, x, 1.0 / static_cast<double>(cols));
+  const NodeId centred = binary(f, x, mean, ExprOp::Sub);
+  const NodeId variance = row_mean(f, binary(f, centred, centred, ExprOp::Mul), 1.0 / static_cast<double>(cols));
+  const NodeId rstd = f.b().elementwise({frontend::Operand::of(variance)}, DType::F32, DType::F32,
+                                        [](const std::vector<Expr>& v) {
+                                          return ir::unary(ExprOp::Rsqrt, ir::add(v[0], ir::float_const(1e-5)));
+                                        });
+  return binary(f, centred, rstd, ExprOp::Mul);
+}
+
+std::vector<Host> random_inputs(const ir::Graph& graph, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.5f, 2.0f);
+  std::vector<Host> inputs;
+  for (NodeId id : graph.inputs) {
+    const ir::Node& node = graph.node(id);
+    std::vector<int64_t> sizes;
+    int64_t n = 1;
+    for (const Expr& dim : node.shape) {
+      sizes.push_back(ir::as_int_const(dim).value());
+      n *= sizes.back();
+    }
+    std::vector<float> values(static_cast<size_t>(n));
+    for (float& v : values) v = normal(rng);
+    inputs.push_back(Host::of(DType::F32, sizes, values));
+  }
+  return inputs;
+}
+
+// The graph's outputs on the CPU reference executor.
+std::vector<Host> run(const ir::Graph& graph, std::vector<Host> inputs) {
+  auto shared = std::make_shared<const ir::Graph>(graph);
+  runtime::cpu::Executor executor(shared);
+  std::vector<runtime::TensorView> views;
+  for (Host& h : inputs) views.push_back(h.view());
+  const runtime::SymbolValues symbols = runtime::bind_inputs(*shared, views);
+  std::vector<Host> outputs(shared->outputs.size());
+  std::vector<runtime::TensorView> out_views;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const ir::Node& node = shared->node(shared->outputs[k].node);
+    outputs[k].dtype = node.dtype;
+    outputs[k].sizes = runtime::evaluate(node.shape, symbols);
+    int64_t n = 1;
+    for (int64_t s : outputs[k].sizes) n *= s;
+    outputs[k].bytes.assign(static_cast<size_t>(n) * dtype_size(node.dtype), 0xFF);  // poison
+    out_views.push_back(outputs[k].view());
+  }
+  executor.run(views, out_views, symbols);
+  return outputs;
+}
+
+size_t compute_nodes(const ir::Graph& graph) {
+  size_t n = 0;
+  for (const ir::Node& node : graph.nodes()) n += node.is_compute() ? 1 : 0;
+  return n;
+}
+
+TEST(RowFusion, LayerNormOfASumBecomesOneRowNodeWithTheSameValues) {
+  GraphFixture f;
+  f.output(layer_norm_of_sum(f, 7, 45));
+  const ir::Graph optimized = passes::optimize(f.graph());
+  ASSERT_GT(compute_nodes(optimized), 1u);
+  const ir::Graph fused = passes::fuse_row_broadcasts(optimized);
+  ASSERT_EQ(compute_nodes(fused), 1u) << fused.to_string();
+  const ir::Node& row = fused.node(fused.outputs[0].node);
+  EXPECT_TRUE(schedule::has_row_invariant_fold(row));
+  EXPECT_EQ(schedule::choose_schedule(row, schedule::kernel_operands(fused, row)).mapping, schedule::Mapping::WarpPerRow);
+  // The mean appears twice (directly and inside the variance) as one structurally equal fold.
+  std::unordered_set<Expr, ir::ExprHash, ir::ExprEqual> folds;
+  ir::visit(row.body, [&](const Expr& e) {
+    if (e->op == ExprOp::Fold) folds.insert(e);
+  });
+  EXPECT_EQ(folds.size(), 2u) << ir::to_string(row.body);
+
+  const std::vector<Host> inputs = random_inputs(fused, 3);
+  const std::vector<Host> expected = run(optimized, inputs), got = run(fused, inputs);
+  ASSERT_EQ(got[0].bytes.size(), expected[0].bytes.size());
+  EXPECT_EQ(got[0].bytes, expected[0].bytes);  // the same expressions: bit-identical
+  const float* y = got[0].data<float>();
+  for (int64_t r = 0; r < 7; ++r) {  // a normalized row: mean 0, variance 1
+    double sum = 0, squares = 0;
+    for (int64_t c = 0; c < 45; ++c) sum += y[r * 45 + c], squares += y[r * 45 + c] * y[r * 45 + c];
+    EXPECT_NEAR(sum / 45, 0.0, 1e-4);
+    EXPECT_NEAR(squares / 45, 1.0, 1e-3);
+  }
+}
+
+TEST(RowFusion, RowCodeComputesTheFoldsOncePerRowAndCompiles) {
+  GraphFixture f;
+  f.output(layer_norm_of_sum(f, 5, 96));
+  const ir::Graph fused = passes::fuse_row_broadcasts(passes::optimize(f.graph()));
+  const ir::Node& row = fused.node(fused.outputs[0].node);
+  const codegen::Kernel kernel = codegen::render_kernel(row, schedule::kernel_operands(fused, row),
+                                                        schedule::choose_schedule(row, schedule::kernel_operands(fused, row)));
+  // Two shared folds (lanes start at lm_lane, combined with shuffles), then the lanes stride along the row.
+  size_t cooperative = 0;
+  for (size_t at = kernel.source.find("= lm_lane;"); at != std::string::npos; at = kernel.source.find("= lm_lane;", at + 1)) {
+    ++cooperative;
+  }
+  EXPECT_EQ(cooperative, 3u) << kernel.source;
+  EXPECT_NE(kernel.source.find("__shfl_xor_sync"), std::string::npos);
+  EXPECT_NE(kernel.source.find("p.out[lm_flat * 96LL + r"), std::string::npos) << kernel.source;
+  EXPECT_EQ(kernel.threads_per_output, 32);
+}
+
+TEST(RowFusion, LeavesAFoldThatEveryRowWouldRecompute) {
+  // x / sum(x over everything): the total is one value read by every row; inlining it would make
+  // each row recompute the whole reduction.
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(6), int_const(40)});
+  const NodeId total = f.b().reduce_dims(x, {0, 1}, true, ir::ReduceOp::Sum, DType::F32);
+  f.output(binary(f, x, total, ExprOp::Div));
+  const ir::Graph optimized = passes::optimize(f.graph());
+  const ir::Graph fused = passes::fuse_row_broadcasts(optimized);
+  EXPECT_EQ(compute_nodes(fused), compute_nodes(optimized)) << fused.to_string();
+}
+
+TEST(RowFusion, CanonicalFoldVarsGiveEqualFoldsEqualVariables) {
+  const Expr x = [] {
+    return ir::load(0, DType::F32, {ir::loop_var(0), ir::reduce_var(4)});
+  }();
+  const Expr a = ir::fold(ir::ReduceOp::Sum, 4, int_const(8), x);
+  const Expr b = ir::fold(ir::ReduceOp::Sum, 9, int_const(8),
+                          ir::load(0, DType::F32, {ir::loop_var(0), ir::reduce_var(9)}));
+  EXPECT_FALSE(ir::expr_equal(a, b));
+  const Expr sum = ir::canonical_fold_vars(ir::add(a, ir::unary(ExprOp::Exp, b)), 0);
+  ASSERT_EQ(sum->op, ExprOp::Add);
+  const Expr& left = sum->args[0]->op == ExprOp::Fold ? sum->args[0] : sum->args[1];
+  const Expr& right = sum->args[0]->op == ExprOp::Fold ? sum->args[1]->args[0] : sum->args[0]->args[0];
+  EXPECT_TRUE(ir::expr_equal(left, right)) << ir::to_string(sum);
+  // Nested folds keep distinct variables: the inner one binds r0, the outer r1, and the inner
+  // fold's body still reads the outer variable.
+  const Expr inner = ir::fold(ir::ReduceOp::Sum, 3, int_const(4),
+                              ir::load(0, DType::F32, {ir::reduce_var(7), ir::reduce_var(3)}));
+  const Expr nested = ir::canonical_fold_vars(ir::fold(ir::ReduceOp::Max, 7, int_const(5), inner), 0);
+  ASSERT_EQ(nested->op, ExprOp::Fold);
+  EXPECT_EQ(nested->index, 1);
+  EXPECT_EQ(nested->args[1]->index, 0);
+  EXPECT_EQ(ir::to_string(nested->args[1]->args[1]), ir::to_string(ir::load(0, DType::F32, {ir::reduce_var(1), ir::reduce_var(0)})));
+  EXPECT_TRUE(ir::free_reduce_vars(nested).empty());
+}
+
+TEST(AffineView, ReshapeOfAComputedNodeIsAFlatView) {
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(2), int_const(16), int_const(12)});
+  const NodeId y = f.b().elementwise({frontend::Operand::of(x)}, DType::F32, DType::F32,
+                                     [](const std::vector<Expr>& v) { return ir::unary(ExprOp::Exp, v[0]); });
+  const NodeId merged = f.b().reshape(y, {int_const(32), int_const(12)});
+  const auto view = passes::as_affine_view(f.graph(), merged);
+  ASSERT_TRUE(view.has_value());
+  EXPECT_TRUE(view->flattened);
+  EXPECT_EQ(ir::as_int_const(view->coefficients[2][0]), 12);
+  EXPECT_EQ(ir::as_int_const(view->coefficients[2][1]), 1);
+  EXPECT_NO_THROW(passes::require_row_major_base(*view, {2, 16, 12}, {192, 12, 1}));
+  EXPECT_THROW(passes::require_row_major_base(*view, {2, 16, 12}, {192, 1, 16}), Error);
+  // A caller's input may have any strides: its reshape is no view.
+  EXPECT_FALSE(passes::as_affine_view(f.graph(), f.b().reshape(x, {int_const(32), int_const(12)})).has_value());
+}
+
+TEST(MatmulEpilogue, BiasAddedThroughAHeadViewMovesIntoTheMatmul) {
+  GraphFixture f;
+  const NodeId a = f.input(DType::F32, {int_const(6), int_const(40)});
+  const NodeId w = f.input(DType::F32, {int_const(40), int_const(8)});
+  const NodeId bias = f.input(DType::F32, {int_const(8)});
+  const NodeId mm = f.b().matmul(a, w);
+  // [6, 8] -> [2, 3, 2, 4] -> heads first: [2, 2, 3, 4], plus the bias of each column.
+  const NodeId heads = f.b().permute(f.b().reshape(mm, {int_const(2), int_const(3), int_const(2), int_const(4)}), {0, 2, 1, 3});
+  const NodeId bias_heads = f.b().permute(f.b().reshape(bias, {int_const(1), int_const(1), int_const(2), int_const(4)}), {0, 2, 1, 3});
+  f.output(binary(f, heads, bias_heads, ExprOp::Add));
+  const std::vector<Host> inputs = random_inputs(f.graph(), 5);
+  passes::OptimizeOptions unfused;
+  unfused.fuse_matmul_epilogues = false;
+  const std::vector<Host> reference = f.run(inputs, unfused);
+  const ir::Graph optimized = passes::optimize(f.graph());
+  const ir::Node& out = optimized.node(optimized.outputs[0].node);
+  ASSERT_EQ(out.kind, ir::NodeKind::Pointwise) << optimized.to_string();
+  const ir::Node& product = optimized.node(out.inputs.at(0));
+  EXPECT_EQ(product.epilogue, ir::MatMulEpilogue::Bias) << optimized.to_string();
+  EXPECT_TRUE(passes::as_affine_view(optimized, out.id).has_value());
+  const std::vector<Host> got = run(optimized, inputs);
+  ASSERT_EQ(got[0].bytes.size(), reference[0].bytes.size());
+  const float* g = got[0].data<float>();
+  const float* r = reference[0].data<float>();
+  for (size_t k = 0; k < got[0].bytes.size() / sizeof(float); ++k) EXPECT_NEAR(g[k], r[k], 1e-5f) << k;
+}
+
+}  // namespace
+}  // namespace luminal
