@@ -13,6 +13,8 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_set>
+#include <vector>
 #include <tuple>
 
 #include "common/config.h"
@@ -234,7 +236,38 @@ CacheEntryRead parse_entry(std::string entry, const std::string& key) {
   return read;
 }
 
+// The journal of entries used (see cache_journal_since).
+struct CacheJournal {
+  std::mutex mutex;
+  std::vector<std::string> paths;
+  std::unordered_set<std::string> seen;
+};
+
+CacheJournal& journal() {
+  static CacheJournal instance;
+  return instance;
+}
+
+void journal_use(const std::string& path) {
+  CacheJournal& j = journal();
+  const std::lock_guard<std::mutex> lock(j.mutex);
+  if (j.seen.insert(path).second) j.paths.push_back(path);
+}
+
 }  // namespace
+
+size_t cache_journal_size() {
+  CacheJournal& j = journal();
+  const std::lock_guard<std::mutex> lock(j.mutex);
+  return j.paths.size();
+}
+
+std::vector<std::string> cache_journal_since(size_t position) {
+  CacheJournal& j = journal();
+  const std::lock_guard<std::mutex> lock(j.mutex);
+  if (position >= j.paths.size()) return {};
+  return std::vector<std::string>(j.paths.begin() + static_cast<std::ptrdiff_t>(position), j.paths.end());
+}
 
 CacheEntryRead read_cache_entry(const std::string& path, const std::string& key, uint64_t max_bytes) {
   // O_NONBLOCK: opening a FIFO does not wait for a writer; O_NOFOLLOW: a symbolic link is refused.
@@ -262,7 +295,10 @@ CacheEntryRead read_cache_entry(const std::string& path, const std::string& key,
   CacheEntryRead read = parse_entry(std::move(entry), key);
   // Recently used: the cache's size limit evicts least recently used files first (a failure to
   // mark it, e.g. on a read-only cache, only makes it an earlier candidate for eviction).
-  if (read.status == CacheEntryRead::Status::Hit) (void)::futimens(fd.get(), nullptr);
+  if (read.status == CacheEntryRead::Status::Hit) {
+    (void)::futimens(fd.get(), nullptr);
+    journal_use(path);
+  }
   return read;
 }
 
@@ -303,6 +339,7 @@ std::string write_cache_entry(const std::string& path, const std::string& key, c
     ::unlink(temp.c_str());
     return str_cat("cannot write ", path, ": ", std::strerror(error));
   }
+  journal_use(path);
   return "";
 }
 

@@ -9,8 +9,10 @@
 // it, rebuilds the value, and says so once (common/notices.h).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace luminal {
 
@@ -46,6 +48,12 @@ std::string write_cache_entry(const std::string& path, const std::string& key, c
 // Removes a bad entry: anything but a directory is unlinked (a symbolic link itself, never its
 // target); a directory only when empty. Returns "" when the path is free now, else why not.
 std::string evict_cache_entry(const std::string& path);
+
+// The entry files this process read as hits or wrote, each once, in order of first use (absolute
+// paths): a saved compiled module (luminal.compile's save) carries the kernels and choices its
+// graph used, which it finds as the entries journaled after its compile started.
+size_t cache_journal_size();
+std::vector<std::string> cache_journal_since(size_t position);
 
 // FNV-1a, 64 bits: stable across builds and processes (std::hash is not), for file names.
 uint64_t fnv1a64(const std::string& text, uint64_t seed = 1469598103934665603ull);

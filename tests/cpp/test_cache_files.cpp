@@ -240,6 +240,18 @@ TEST_F(CacheFilesTest, CacheDirectoryExpandsHomeAndRefusesUnusableValues) {
   }
 }
 
+TEST_F(CacheFilesTest, JournalListsEntriesWrittenOrHitOnceInOrderOfFirstUse) {
+  const size_t start = cache_journal_size();
+  ASSERT_EQ(write_cache_entry(path("a"), "key a", "payload a"), "");
+  ASSERT_EQ(write_cache_entry(path("b"), "key b", "payload b"), "");
+  EXPECT_EQ(read_cache_entry(path("a"), "key a", 1 << 20).status, Status::Hit);
+  EXPECT_EQ(read_cache_entry(path("missing"), "key", 1 << 20).status, Status::Missing);
+  EXPECT_EQ(read_cache_entry(path("b"), "another key", 1 << 20).status, Status::Bad);
+  EXPECT_EQ(cache_journal_since(start), (std::vector<std::string>{path("a"), path("b")}));
+  EXPECT_TRUE(cache_journal_since(cache_journal_size()).empty());
+  EXPECT_TRUE(cache_journal_since(cache_journal_size() + 5).empty());
+}
+
 TEST(Notices, EachOnceKeyIsQueuedOnce) {
   take_notices();
   notify_once("cache", "test-key-1", "first");
