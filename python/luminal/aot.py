@@ -413,7 +413,8 @@ class LuminalModule:
         leaves, spec = pytree.tree_flatten(args)
         if spec != self._in_spec:
             raise LuminalError(
-                f"the call's arguments have the structure {spec}, but the module was compiled for {self._in_spec}"
+                f"luminal.compile: the call's arguments have the structure {spec}, but the module was compiled "
+                f"for {self._in_spec}"
             )
         tensor_leaves = set(self._tensor_leaves)
         for k, (leaf, expected) in enumerate(zip(leaves, self._layout.constant_leaves, strict=True)):

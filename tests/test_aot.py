@@ -1,0 +1,395 @@
+"""luminal.compile: modules compiled ahead of time, called with no Dynamo, saved and loaded again.
+Every result is compared with eager on fresh random inputs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from torch.export import Dim
+
+import luminal
+from helpers import assert_same, non_contiguous, rand
+from luminal.policy import LuminalFallbackWarning
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples" / "dlrm"))
+sys.path.insert(0, str(ROOT / "tests" / "models"))
+from model import DLRM, MINI, make_inputs  # noqa: E402
+from zoo import ZOO, available  # noqa: E402
+
+
+def mlp(device: str) -> torch.nn.Module:
+    layers = [torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)]
+    return torch.nn.Sequential(*layers).to(device).eval()
+
+
+class ConvNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 6, 3, padding=1)
+        self.norm = torch.nn.BatchNorm2d(6)
+        self.head = torch.nn.Linear(6, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.norm(self.conv(x)))
+        return self.head(y.mean(dim=(2, 3)))
+
+
+def randomize(model: torch.nn.Module) -> torch.nn.Module:
+    """BatchNorm statistics that are not the identity."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.running_mean.uniform_(-1, 1)
+            module.running_var.uniform_(0.5, 2)
+    return model
+
+
+# ------------------------------------------------------------------------------------------------
+# Equivalence
+# ------------------------------------------------------------------------------------------------
+def test_mlp_matches_eager(device: str) -> None:
+    model = mlp(device)
+    compiled = luminal.compile(model, (rand(5, 8, device=device),), options={"strict": True})
+    for _ in range(2):  # the first call and the fast path
+        x = rand(5, 8, device=device)
+        assert_same(compiled(x), model(x))
+    assert compiled.stats()["aot"] == {"loaded": False, "exports": 1, "fast_path": True}
+
+
+def test_non_contiguous_and_size_one_inputs(device: str) -> None:
+    model = mlp(device)
+    compiled = luminal.compile(model, (rand(1, 8, device=device),), options={"strict": True})
+    x = rand(1, 8, device=device)
+    assert_same(compiled(x), model(x))
+    wide = luminal.compile(model, (rand(6, 8, device=device),), options={"strict": True})
+    for _ in range(2):
+        y = non_contiguous(rand(6, 8, device=device))
+        assert not y.is_contiguous()
+        assert_same(wide(y), model(y))
+
+
+def test_conv_net_matches_eager(device: str) -> None:
+    model = randomize(ConvNet()).to(device).eval()
+    compiled = luminal.compile(model, (rand(2, 3, 9, 7, device=device),), options={"strict": True})
+    for _ in range(2):
+        x = rand(2, 3, 9, 7, device=device)
+        assert_same(compiled(x), model(x), tolerance_scale=8)
+
+
+def test_mini_dlrm_matches_eager(device: str) -> None:
+    model = DLRM(MINI).to(device).eval()
+    compiled = luminal.compile(model, make_inputs(MINI, 16, device=device), options={"strict": True})
+    for seed in range(2):
+        inputs = make_inputs(MINI, 16, device=device, generator=torch.Generator().manual_seed(seed))
+        assert_same(compiled(*inputs), model(*inputs), tolerance_scale=4)
+    assert compiled.stats()["aot"]["fast_path"]  # nested lists of tensors stay on the one C++ call
+
+
+class Logits(torch.nn.Module):
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+
+
+@pytest.mark.skipif(not available("transformers"), reason="transformers is not installed")
+def test_tiny_hf_model_matches_eager(device: str) -> None:
+    zoo = next(entry for entry in ZOO if entry.name == "llama")
+    model, forward, inputs = zoo.build(device, torch.float32)
+    compiled = luminal.compile(Logits(model), inputs, options={"strict": True})
+    assert_same(compiled(*inputs), forward(*inputs), tolerance_scale=zoo.tolerance_scale)
+    assert compiled.stats()["aot"]["exports"] == 1
+
+
+def test_structured_outputs_and_arguments(device: str) -> None:
+    def function(pair: tuple[torch.Tensor, torch.Tensor], named: dict[str, torch.Tensor]) -> dict[str, object]:
+        return {"sum": pair[0] + named["w"], "list": [pair[1] * 2, pair[0].sum()]}
+
+    example = ((rand(3, 4, device=device), rand(2, device=device)), {"w": rand(3, 4, device=device)})
+    compiled = luminal.compile(function, example, options={"strict": True})
+    for _ in range(2):
+        args = ((rand(3, 4, device=device), rand(2, device=device)), {"w": rand(3, 4, device=device)})
+        assert_same(compiled(*args)["list"], function(*args)["list"])
+        assert_same(compiled(*args)["sum"], function(*args)["sum"])
+
+
+def test_buffers_updated_in_place_behave_like_eager(device: str) -> None:
+    class Counter(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("total", torch.zeros(4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.total.add_(x.sum(0))
+            return x * self.total
+
+    model, reference = Counter().to(device), Counter().to(device)
+    compiled = luminal.compile(model, (rand(3, 4, device=device),), options={"strict": True})
+    assert torch.equal(model.total, torch.zeros(4, device=device))  # compiling ran nothing
+    for _ in range(3):
+        x = rand(3, 4, device=device)
+        assert_same(compiled(x), reference(x))
+        assert_same(model.total, reference.total)
+
+
+# ------------------------------------------------------------------------------------------------
+# Guards: clear errors, dynamic shapes
+# ------------------------------------------------------------------------------------------------
+def test_wrong_dtype_shape_or_structure_raises_clearly(device: str) -> None:
+    compiled = luminal.compile(mlp(device), (rand(5, 8, device=device),), options={"strict": True})
+    compiled(rand(5, 8, device=device))
+    with pytest.raises(luminal.LuminalError, match=r"argument \[0\] must have dtype torch.float32, got float64"):
+        compiled(rand(5, 8, device=device, dtype=torch.float64))
+    with pytest.raises(luminal.LuminalError, match=r"argument \[0\] dimension 0 must be 5, got float32\[7, 8\]"):
+        compiled(rand(7, 8, device=device))
+    with pytest.raises(luminal.LuminalError, match=r"argument \[0\] must have 2 dimensions"):
+        compiled(rand(5, 8, 1, device=device))
+    with pytest.raises(luminal.LuminalError, match="structure"):
+        compiled(rand(5, 8, device=device), rand(5, 8, device=device))
+    with pytest.raises(luminal.LuminalError, match=r"arguments have the structure.*list"):
+        compiled([rand(5, 8, device=device)])
+    other = "meta" if device == "cpu" else "cpu"
+    with pytest.raises(
+        luminal.LuminalError, match=rf"argument \[0\] must be on {device}.*got float32\[5, 8\] on {other}"
+    ):
+        compiled(torch.randn(5, 8, device=other))
+
+
+def test_wrong_input_on_first_call_raises_not_eager(device: str) -> None:
+    model = mlp(device)
+    compiled = luminal.compile(model, (rand(5, 8, device=device),))
+    with pytest.raises(luminal.LuminalError, match=r"dimension 1 must be 8"):
+        compiled(rand(5, 9, device=device))
+    x = rand(5, 8, device=device)
+    assert_same(compiled(x), model(x))
+    assert compiled.stats()["aot"]["fast_path"]
+
+
+def test_dynamic_batch(device: str) -> None:
+    model = DLRM(MINI).to(device).eval()
+    batch = Dim("batch", min=2, max=1024)
+    example = make_inputs(MINI, 8, device=device)
+    tables = len(MINI.tables)
+    shapes = ({0: batch}, [{0: batch}] * tables, [{0: batch}] * tables)
+    compiled = luminal.compile(model, example, dynamic_shapes=shapes, options={"strict": True})
+    for size in (8, 3, 33):
+        inputs = make_inputs(MINI, size, device=device)
+        assert_same(compiled(*inputs), model(*inputs), tolerance_scale=4)
+    small = mlp(device)
+    by_name = luminal.compile(
+        small, (rand(4, 8, device=device),), dynamic_shapes={"input": {0: Dim("n")}}, options={"strict": True}
+    )
+    y = rand(9, 8, device=device)
+    assert_same(by_name(y), small(y))
+    with pytest.raises(luminal.LuminalError, match=r"dimension 1 must be 8"):
+        by_name(rand(9, 3, device=device))
+
+
+# ------------------------------------------------------------------------------------------------
+# Parameters bound by pointer
+# ------------------------------------------------------------------------------------------------
+def test_replaced_parameters_are_seen(device: str) -> None:
+    model = mlp(device)
+    compiled = luminal.compile(model, (rand(5, 8, device=device),), options={"strict": True})
+    x = rand(5, 8, device=device)
+    assert_same(compiled(x), model(x))
+    model[0].weight = torch.nn.Parameter(rand(16, 8, device=device))  # a new Parameter object
+    assert_same(compiled(x), model(x))
+    model[2].bias.data = rand(4, device=device)  # .data swapped: a new pointer, same object
+    assert_same(compiled(x), model(x))
+    with torch.no_grad():
+        model[2].weight.copy_(rand(4, 16, device=device))  # in place: the same pointer
+    assert_same(compiled(x), model(x))
+    model[0] = torch.nn.Linear(8, 16).to(device)  # a new submodule
+    assert_same(compiled(x), model(x))
+    model[0].weight = torch.nn.Parameter(rand(16, 9, device=device))
+    with pytest.raises(luminal.LuminalError, match=r"parameter '0.weight' dimension 1 must be 8.*compile again"):
+        compiled(x)
+
+
+def test_parameter_changed_in_dtype_is_refused(device: str) -> None:
+    model = mlp(device)
+    compiled = luminal.compile(model, (rand(5, 8, device=device),), options={"strict": True})
+    x = rand(5, 8, device=device)
+    compiled(x)
+    model[0].weight.data = model[0].weight.data.double()
+    with pytest.raises(luminal.LuminalError, match=r"parameter '0.weight'.*float32.*float64"):
+        compiled(x)
+
+
+@pytest.mark.grad_mode
+def test_grad_mode_with_trainable_parameters_runs_in_eager() -> None:
+    model = mlp("cpu")
+    with torch.no_grad():
+        compiled = luminal.compile(model, (rand(5, 8),))
+    x = rand(5, 8)
+    with pytest.warns(LuminalFallbackWarning, match="inference-only"):
+        out = compiled(x)
+    assert out.requires_grad
+    out.sum().backward()
+    assert model[0].weight.grad is not None
+
+
+# ------------------------------------------------------------------------------------------------
+# Unsupported ops: the backend's policy
+# ------------------------------------------------------------------------------------------------
+@torch.library.custom_op("luminal_aot_test::wobble", mutates_args=())
+def wobble(x: torch.Tensor) -> torch.Tensor:
+    return torch.sin(x) * 0.5 + x.flip(-1)
+
+
+@wobble.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+class Mixed(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = torch.nn.Linear(7, 6)
+        self.second = torch.nn.Linear(6, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = torch.relu(self.first(x))
+        return self.second(torch.tanh(wobble(hidden)) + hidden)
+
+
+def test_unsupported_op_runs_in_eager_with_one_warning(device: str) -> None:
+    model = Mixed().to(device)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = luminal.compile(model, (rand(5, 7, device=device),))
+        for _ in range(2):
+            x = rand(5, 7, device=device)
+            assert_same(compiled(x), model(x))
+    fallback = [str(w.message) for w in caught if issubclass(w.category, LuminalFallbackWarning)]
+    assert len(fallback) == 1 and "luminal_aot_test.wobble.default" in fallback[0], fallback
+    assert compiled.stats()["luminal_node_share"] < 1.0
+    with pytest.raises(luminal.LuminalError, match="only a module luminal runs whole can be saved"):
+        compiled.save("unused.luminal")
+
+
+def test_unsupported_op_strict_raises(device: str) -> None:
+    with pytest.raises(luminal.LuminalError, match="wobble"):
+        luminal.compile(Mixed().to(device), (rand(5, 7, device=device),), options={"strict": True})
+
+
+def test_unknown_option_raises() -> None:
+    with pytest.raises(luminal.LuminalError, match="unknown luminal option"):
+        luminal.compile(mlp("cpu"), (rand(5, 8),), options={"fast": True})
+
+
+# ------------------------------------------------------------------------------------------------
+# Packages
+# ------------------------------------------------------------------------------------------------
+LOAD_AND_RUN = """
+import sys, torch
+import luminal
+
+def no_export(*args, **kwargs):
+    raise AssertionError("a loaded package must not export")
+
+torch.export.export = no_export
+package, inputs, outputs = sys.argv[1:4]
+module = luminal.load(package)
+args = torch.load(inputs, weights_only=True)
+with torch.no_grad():
+    results = [module(*args) for _ in range(2)]
+torch.save(results, outputs)
+stats = module.stats()
+assert stats["aot"] == {"loaded": True, "exports": 0, "fast_path": True}, stats
+assert luminal.aot.export_count() == 0
+if "cuda" in stats:
+    # The package carried the tuned choices: nothing is measured again.
+    assert stats["cuda"]["choice_cache_misses"] == 0, stats["cuda"]
+print("ok", stats["engine"])
+"""
+
+
+def _run_fresh(tmp_path: Path, package: Path, inputs: object) -> list[object]:
+    torch.save(inputs, tmp_path / "inputs.pt")
+    script = tmp_path / "load_and_run.py"
+    script.write_text(textwrap.dedent(LOAD_AND_RUN))
+    env = {**__import__("os").environ, "LUMINAL_CACHE_DIR": str(tmp_path / "fresh-cache")}
+    result = subprocess.run(
+        [sys.executable, str(script), str(package), str(tmp_path / "inputs.pt"), str(tmp_path / "outputs.pt")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("ok")
+    return torch.load(tmp_path / "outputs.pt", weights_only=True)
+
+
+def _assert_identical(actual: object, expected: object) -> None:
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(actual, torch.Tensor)
+        assert actual.dtype == expected.dtype and actual.shape == expected.shape
+        assert torch.equal(actual.cpu().view(-1).view(torch.uint8), expected.cpu().reshape(-1).view(torch.uint8))
+        return
+    assert type(actual) is type(expected)
+    assert len(actual) == len(expected)  # type: ignore[arg-type]
+    for a, e in zip(actual, expected, strict=True):  # type: ignore[call-overload]
+        _assert_identical(a, e)
+
+
+def test_save_and_load_in_a_fresh_process_is_bit_identical(device: str, tmp_path: Path) -> None:
+    model = DLRM(MINI).to(device).eval()
+    compiled = luminal.compile(model, make_inputs(MINI, 16, device=device), options={"strict": True})
+    inputs = make_inputs(MINI, 16, device=device)
+    expected = [compiled(*inputs) for _ in range(2)]
+    assert_same(expected[0], model(*inputs), tolerance_scale=4)
+    package = tmp_path / "dlrm.luminal"
+    compiled.save(package)
+    del model, compiled  # the package stands alone
+    _assert_identical(_run_fresh(tmp_path, package, inputs), expected)
+
+
+def test_loaded_package_checks_inputs_and_keeps_structure(device: str, tmp_path: Path) -> None:
+    def function(x: torch.Tensor, pair: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        return x @ pair[0], pair[1].relu()
+
+    example = (rand(3, 4, device=device), [rand(4, 2, device=device), rand(5, device=device)])
+    compiled = luminal.compile(function, example, dynamic_shapes=({0: Dim("rows")}, None), options={"strict": True})
+    compiled.save(tmp_path / "f.luminal")
+    loaded = luminal.load(tmp_path / "f.luminal")
+    assert isinstance(loaded, luminal.LuminalModule)
+    args = (rand(6, 4, device=device), [rand(4, 2, device=device), rand(5, device=device)])
+    assert_same(loaded(*args), function(*args))
+    with pytest.raises(luminal.LuminalError, match=r"argument \[1\]\[1\] dimension 0 must be 5"):
+        loaded(args[0], [args[1][0], rand(6, device=device)])
+    assert loaded.stats()["aot"]["loaded"]
+
+
+def test_load_still_compiles_pt2_files(tmp_path: Path) -> None:
+    model = mlp("cpu")
+    x = rand(3, 8)
+    torch.export.save(torch.export.export(model, (x,)).run_decompositions(), tmp_path / "mlp.pt2")
+    program = luminal.load(tmp_path / "mlp.pt2")
+    assert not isinstance(program, luminal.LuminalModule)
+    assert_same(program(x)[0], model(x))
+
+
+def test_saving_writes_one_zip_with_program_state_and_meta(tmp_path: Path) -> None:
+    import json
+    import zipfile
+
+    compiled = luminal.compile(mlp("cpu"), (rand(5, 8),), options={"strict": True, "megakernel": False})
+    compiled.save(tmp_path / "m.luminal")
+    with zipfile.ZipFile(tmp_path / "m.luminal") as package:
+        names = set(package.namelist())
+        meta = json.loads(package.read("luminal_module/meta.json"))
+    assert {"luminal_module/format", "luminal_module/program.pt2", "luminal_module/state.pt"} <= names
+    assert meta["state_names"] == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    assert meta["options"] == {"strict": True, "megakernel": False, "min_partition_size": 1}
+    assert meta["input_specs"][0]["shape"] == [5, 8]
