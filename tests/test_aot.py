@@ -59,7 +59,8 @@ def test_mlp_matches_eager(device: str) -> None:
     for _ in range(2):  # the first call and the fast path
         x = rand(5, 8, device=device)
         assert_same(compiled(x), model(x))
-    assert compiled.stats()["aot"] == {"loaded": False, "exports": 1, "fast_path": True}
+    aot = compiled.stats()["aot"]
+    assert (aot["loaded"], aot["exports"], aot["fast_path"]) == (False, 1, True)
 
 
 def test_non_contiguous_and_size_one_inputs(device: str) -> None:
@@ -305,13 +306,24 @@ with torch.no_grad():
     results = [module(*args) for _ in range(2)]
 torch.save(results, outputs)
 stats = module.stats()
-assert stats["aot"] == {"loaded": True, "exports": 0, "fast_path": True}, stats
+aot = stats["aot"]
+assert (aot["loaded"], aot["exports"], aot["fast_path"]) == (True, 0, True), stats
 assert luminal.aot.export_count() == 0
+# The package's kernels (and, on CUDA, tuned choices) were installed into the fresh cache: read, none built.
+assert aot["cache_entries_written"] == 0, aot
+assert aot["cache_entries_read"] == int(sys.argv[4]), aot
 if "cuda" in stats:
     # The package carried the tuned choices: nothing is measured again.
     assert stats["cuda"]["choice_cache_misses"] == 0, stats["cuda"]
 print("ok", stats["engine"])
 """
+
+
+def _cache_entries(package: Path) -> int:
+    import zipfile
+
+    with zipfile.ZipFile(package) as archive:
+        return sum(name.startswith("luminal_module/cache/") for name in archive.namelist())
 
 
 def _run_fresh(tmp_path: Path, package: Path, inputs: object) -> list[object]:
@@ -320,7 +332,8 @@ def _run_fresh(tmp_path: Path, package: Path, inputs: object) -> list[object]:
     script.write_text(textwrap.dedent(LOAD_AND_RUN))
     env = {**__import__("os").environ, "LUMINAL_CACHE_DIR": str(tmp_path / "fresh-cache")}
     result = subprocess.run(
-        [sys.executable, str(script), str(package), str(tmp_path / "inputs.pt"), str(tmp_path / "outputs.pt")],
+        [sys.executable, str(script), str(package), str(tmp_path / "inputs.pt"), str(tmp_path / "outputs.pt")]
+        + [str(_cache_entries(package))],
         capture_output=True,
         text=True,
         env=env,
@@ -351,6 +364,8 @@ def test_save_and_load_in_a_fresh_process_is_bit_identical(device: str, tmp_path
     assert_same(expected[0], model(*inputs), tolerance_scale=4)
     package = tmp_path / "dlrm.luminal"
     compiled.save(package)
+    if luminal._C.has_cuda_engine():  # LUMINAL_CHECK_CUDA_CODEGEN (conftest) compiles kernels even on the CPU
+        assert _cache_entries(package) >= 1
     del model, compiled  # the package stands alone
     _assert_identical(_run_fresh(tmp_path, package, inputs), expected)
 

@@ -651,8 +651,16 @@ PYBIND11_MODULE(_C, m) {
         "The on-disk cache's root directory (LUMINAL_CACHE_DIR resolved, created and checked), '' when off.");
   m.def("cache_journal_size", [] { return cache_journal_size(); },
         "How many cache entry files this process has used (read as hits or written) so far.");
-  m.def("cache_journal_since", [](size_t position) { return cache_journal_since(position); }, py::arg("position"),
-        "The cache entry files (absolute paths) first used after the journal had `position` entries.");
+  m.def(
+      "cache_journal_since",
+      [](size_t position) {
+        std::vector<std::pair<std::string, bool>> out;
+        for (CacheJournalEntry& entry : cache_journal_since(position)) out.emplace_back(std::move(entry.path), entry.written);
+        return out;
+      },
+      py::arg("position"),
+      "The cache entry files first used after the journal had `position` entries: (absolute path, written) each, "
+      "written False for an entry first read as a hit.");
   m.def(
       "take_notices",
       [] {

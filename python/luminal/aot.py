@@ -480,7 +480,16 @@ class LuminalModule:
         stats = dict(self._function.stats()) if hasattr(self._function, "stats") else {}
         if self._eager_reason is not None:
             stats.update(fallback=True, eager_reason=self._eager_reason, luminal_node_share=0.0)
-        stats["aot"] = {"loaded": self._loaded, "exports": self._exports, "fast_path": self._fast is not None}
+        used = _C.cache_journal_since(self._journal_start)  # this process's, since the compile began
+        stats["aot"] = {
+            "loaded": self._loaded,
+            "exports": self._exports,
+            "fast_path": self._fast is not None,
+            # On-disk cache entries (kernels, tuned choices) read as hits and built anew: a loaded
+            # package whose entries were installed builds none.
+            "cache_entries_read": sum(not written for _, written in used),
+            "cache_entries_written": sum(written for _, written in used),
+        }
         return stats
 
     def ir(self, optimized: bool = True) -> str:
@@ -525,7 +534,7 @@ def _cache_entries(journal_start: int) -> dict[str, bytes]:
     if not root:
         return {}
     entries: dict[str, bytes] = {}
-    for path in _C.cache_journal_since(journal_start):
+    for path, _ in _C.cache_journal_since(journal_start):
         relative = os.path.relpath(path, root)
         if relative.startswith("..") or not _SAFE_RELATIVE.fullmatch(relative):
             continue

@@ -131,11 +131,14 @@ std::string compile_to_cubin(const std::string& source, const std::string& arch)
   std::mutex& mutex = cache.mutex;
   std::map<std::string, std::string>& memory = cache.cubins;
   const std::string key = str_cat(arch, "|nvrtc ", nvrtc_version(), "|", source);
+  const std::string file = disk_cache_file(key, arch);
   {
     std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = memory.find(key); it != memory.end()) return it->second;
+    if (auto it = memory.find(key); it != memory.end()) {
+      if (!file.empty()) journal_cache_entry_read(file);  // a saved module carries the entry all the same
+      return it->second;
+    }
   }
-  const std::string file = disk_cache_file(key, arch);
   DiskLookup lookup = file.empty() ? DiskLookup{"", false} : read_disk_entry(file, key);
   std::string cubin = std::move(lookup.cubin);
   if (cubin.empty()) {
