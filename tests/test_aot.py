@@ -14,7 +14,7 @@ import torch
 from torch.export import Dim
 
 import luminal
-from helpers import assert_same, non_contiguous, rand
+from helpers import assert_same, non_contiguous, rand, set_env
 from luminal.policy import LuminalFallbackWarning
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -408,3 +408,46 @@ def test_saving_writes_one_zip_with_program_state_and_meta(tmp_path: Path) -> No
     assert meta["state_names"] == ["0.weight", "0.bias", "2.weight", "2.bias"]
     assert meta["options"] == {"strict": True, "megakernel": False, "min_partition_size": 1}
     assert meta["input_specs"][0]["shape"] == [5, 8]
+
+
+def _rewrite_meta(source: Path, target: Path, change: dict[str, object]) -> None:
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(source) as package, zipfile.ZipFile(target, "w") as out:
+        for name in package.namelist():
+            data = package.read(name)
+            if name == "luminal_module/meta.json":
+                data = json.dumps({**json.loads(data), **change}).encode()
+            out.writestr(name, data)
+
+
+def test_package_cache_entries_stay_inside_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    set_env(monkeypatch, "LUMINAL_CACHE_DIR", str(tmp_path / "cache"))
+    compiled = luminal.compile(mlp("cpu"), (rand(5, 8),), options={"strict": True})
+    compiled.save(tmp_path / "m.luminal")
+    for hostile in ("../outside", "/etc/passwd", "a/../../outside", "name with space"):
+        _rewrite_meta(tmp_path / "m.luminal", tmp_path / "bad.luminal", {"cache_entries": [hostile]})
+        with pytest.raises(luminal.LuminalError, match="outside the cache"):
+            luminal.load(tmp_path / "bad.luminal")
+    assert not (tmp_path / "outside").exists()
+
+
+def test_load_without_installing_cache_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    set_env(monkeypatch, "LUMINAL_CACHE_DIR", str(tmp_path / "first"))
+    model = mlp("cpu")
+    compiled = luminal.compile(model, (rand(5, 8),), options={"strict": True})
+    x = rand(5, 8)
+    expected = compiled(x)
+    compiled.save(tmp_path / "m.luminal")
+    entries = _cache_entries(tmp_path / "m.luminal")
+    assert entries == (1 if luminal._C.has_cuda_engine() else 0)  # the checked CUDA module's cubin
+    for install in (False, True):
+        fresh = tmp_path / f"fresh-{install}"
+        set_env(monkeypatch, "LUMINAL_CACHE_DIR", str(fresh))
+        luminal.clear_kernel_cache()  # as in a fresh process: nothing compiled in memory
+        loaded = luminal.load(tmp_path / "m.luminal", install_cache_entries=install)
+        assert_same(loaded(x), expected)
+        aot = loaded.stats()["aot"]
+        # Installed: read from the cache; not installed: built (compiled by NVRTC) and written again.
+        assert (aot["cache_entries_read"], aot["cache_entries_written"]) == ((entries, 0) if install else (0, entries))

@@ -671,10 +671,16 @@ def _compile(
 # ------------------------------------------------------------------------------------------------
 # load
 # ------------------------------------------------------------------------------------------------
-def load(path: str | os.PathLike[str], max_archive_bytes: int | None = None) -> LuminalModule | pt2.CompiledProgram:
+def load(
+    path: str | os.PathLike[str], max_archive_bytes: int | None = None, install_cache_entries: bool = True
+) -> LuminalModule | pt2.CompiledProgram:
     """A package written by ``LuminalModule.save`` (returns a LuminalModule: no export, no
     search), or a .pt2 file written by ``torch.export.save`` (compiled as ``luminal.pt2.load``
-    does; weights from the archive). Dispatches on the file's content."""
+    does; weights from the archive). Dispatches on the file's content.
+
+    A package's compiled kernels and tuned choices are installed into the cache directory (see the
+    README's threat model: load packages only from trusted sources); with
+    ``install_cache_entries=False`` they are ignored, and the first call compiles and measures."""
     if not _is_package(path):
         return pt2.load(path, max_archive_bytes)
     with zipfile.ZipFile(path) as package:
@@ -686,7 +692,8 @@ def load(path: str | os.PathLike[str], max_archive_bytes: int | None = None) -> 
             raise LuminalError(f"{path}: package format {meta.get('format')!r}, this luminal reads {_FORMAT!r}")
         archive = package.read(_PREFIX + "program.pt2")
         state_bytes = package.read(_PREFIX + "state.pt")
-        _install_cache_entries(package, meta.get("cache_entries", []))
+        if install_cache_entries:
+            _install_cache_entries(package, meta.get("cache_entries", []))
     layout = _Layout(
         state_names=tuple(meta["state_names"]),
         state_roles=tuple(meta["state_roles"]),
