@@ -451,3 +451,40 @@ def test_load_without_installing_cache_entries(tmp_path: Path, monkeypatch: pyte
         aot = loaded.stats()["aot"]
         # Installed: read from the cache; not installed: built (compiled by NVRTC) and written again.
         assert (aot["cache_entries_read"], aot["cache_entries_written"]) == ((entries, 0) if install else (0, entries))
+
+
+def test_general_path_after_the_fast_path(device: str) -> None:
+    """Calls that leave the fast path (grad mode on with nothing requiring grad, a rebind) give
+    the same structured outputs."""
+
+    class Pair(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 3)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+            y = self.linear(x)
+            return y, [y.relu(), x.sum(1)]
+
+    model = Pair().to(device).requires_grad_(False)
+    compiled = luminal.compile(model, (rand(2, 4, device=device),), options={"strict": True})
+    x = rand(2, 4, device=device)
+    assert_same(compiled(x), model(x))
+    assert compiled.stats()["aot"]["fast_path"] is False  # a nested output: rebuilt in Python
+    flat = luminal.compile(lambda a, b: (a + b, a * b), (x, x), options={"strict": True})
+    flat(x, x)
+    assert flat.stats()["aot"]["fast_path"]
+    with torch.enable_grad():
+        assert_same(compiled(x), model(x))
+        assert_same(flat(x, 2 * x), (3 * x, 2 * x * x))
+    model.linear.weight = torch.nn.Parameter(rand(3, 4, device=device), requires_grad=False)
+    assert_same(compiled(x), model(x))
+
+
+def test_example_inputs_sharing_memory_compile_for_distinct_inputs(device: str) -> None:
+    x = rand(3, 4, device=device)
+    compiled = luminal.compile(lambda a, b: a + 2 * b, (x, x), options={"strict": True})
+    y = rand(3, 4, device=device)
+    assert_same(compiled(x, y), x + 2 * y)
+    views = luminal.compile(lambda a, b: a * b, (x[0], x[1]), options={"strict": True})
+    assert_same(views(y[0], x[2]), y[0] * x[2])

@@ -355,7 +355,7 @@ class LuminalModule:
         if not self._checked:
             self._check(tensors)
         try:
-            outputs = self._function(*self._state, *tensors)
+            outputs = self._run(tensors)
         except LuminalInputsOverlapError as error:
             return self._overlapping_call(args, tensors, error)
         except LuminalError as error:
@@ -372,9 +372,15 @@ class LuminalModule:
         if not self._checked:
             self._checked = True
             self._fast = self._fast_path()
-        if self._graph is not None and self._out_spec is not None and _output_form(self._out_spec) != "tuple":
-            return pytree.tree_unflatten(list(outputs), self._out_spec) if isinstance(outputs, list) else outputs
         return outputs
+
+    def _run(self, tensors: list[Any]) -> Any:
+        """A call by the general path: the program's inputs in a list, the outputs rebuilt here
+        (graph.call's argument structure and output form belong to the fast path)."""
+        if self._graph is None:
+            return self._function(*self._state, *tensors)
+        outputs = self._graph.run([*self._state, *tensors])
+        return tuple(outputs) if self._out_spec is None else pytree.tree_unflatten(outputs, self._out_spec)
 
     def _fast_path(self) -> Callable[..., Any] | None:
         """graph.call with the arguments' structure and the output form set in C++: one C++ call."""
@@ -581,7 +587,7 @@ def compile(  # noqa: A001  (luminal.compile, as the issue names it)
     shapes = [None] * len(state) + _flat_dynamic_shapes(model, example_inputs, dynamic_shapes)
     eager = EagerPath(flat.forward, settings.strict)
     try:
-        program = _export(flat, [t.detach() for t in state] + tensors, shapes)
+        program = _export(flat, _unaliased([t.detach() for t in state] + tensors), shapes)
         with _count_lock:
             _exports += 1
     except LuminalError:
@@ -633,6 +639,23 @@ def _layout(
         out_spec=None if out_spec is None else pytree.treespec_dumps(out_spec),
         options=asdict(options),
     )
+
+
+def _unaliased(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The example tensors, each sharing memory with no other: export would otherwise trace the
+    aliasing (``f(x, x)`` as ``a + a``) into a program later called with distinct tensors. Export
+    reads only their metadata, so a tensor whose storage was already seen is replaced by an
+    uninitialized one of the same sizes, strides, dtype and device."""
+    seen: set[int] = set()
+    distinct = []
+    for t in tensors:
+        storage = t.untyped_storage().data_ptr() if t.untyped_storage().nbytes() > 0 else None
+        if storage is not None and storage in seen:
+            t = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device)
+        elif storage is not None:
+            seen.add(storage)
+        distinct.append(t)
+    return distinct
 
 
 def _export(flat: _FlatModel, args: list[torch.Tensor], shapes: list[Any]) -> torch.export.ExportedProgram:
