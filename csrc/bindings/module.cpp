@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -463,36 +462,44 @@ class PyCompiledGraph {
 
   // Appends the tensors of `args` in argument_structure_'s order (see set_argument_structure).
   void collect_structured(const py::args& args, std::vector<at::Tensor>& out) const {
-    const std::string& s = argument_structure_;
-    size_t at = 0;
-    const auto mismatch = [&]() {
-      return Error(str_cat("the call's arguments do not have the structure the module was compiled for (", s, ")"));
-    };
-    // Walks one value against the structure at `at` (recursion depth: the structure's nesting).
-    const std::function<void(PyObject*)> walk = [&](PyObject* value) {
-      if (at >= s.size()) throw mismatch();
-      const char kind = s[at++];
-      if (kind == 'T') {
-        if (!THPVariable_Check(value)) throw mismatch();
-        out.push_back(THPVariable_Unpack(value));
-        return;
-      }
-      const bool tuple = kind == '(';
-      if (tuple ? !PyTuple_CheckExact(value) : !PyList_CheckExact(value)) throw mismatch();
-      const Py_ssize_t size = tuple ? PyTuple_GET_SIZE(value) : PyList_GET_SIZE(value);
-      for (Py_ssize_t k = 0; k < size; ++k) {
-        if (at >= s.size() || s[at] == ')' || s[at] == ']') throw mismatch();  // more items than compiled for
-        walk(tuple ? PyTuple_GET_ITEM(value, k) : PyList_GET_ITEM(value, k));
-      }
-      if (at >= s.size() || s[at] != (tuple ? ')' : ']')) throw mismatch();  // fewer items
-      ++at;
-    };
+    size_t cursor = 0;
     const Py_ssize_t count = PyTuple_GET_SIZE(args.ptr());
     for (Py_ssize_t k = 0; k < count; ++k) {
-      if (at >= s.size() || s[at] == ')' || s[at] == ']') throw mismatch();
-      walk(PyTuple_GET_ITEM(args.ptr(), k));
+      if (at_close(cursor)) throw structure_mismatch();  // more arguments than compiled for
+      collect_value(PyTuple_GET_ITEM(args.ptr(), k), cursor, out);
     }
-    if (at != s.size()) throw mismatch();
+    if (cursor != argument_structure_.size()) throw structure_mismatch();  // fewer
+  }
+
+  // Walks one value against the structure from `cursor` on (recursion depth: the nesting).
+  void collect_value(PyObject* value, size_t& cursor, std::vector<at::Tensor>& out) const {
+    const std::string& s = argument_structure_;
+    if (cursor >= s.size()) throw structure_mismatch();
+    const char kind = s[cursor++];
+    if (kind == 'T') {
+      if (!THPVariable_Check(value)) throw structure_mismatch();
+      out.push_back(THPVariable_Unpack(value));
+      return;
+    }
+    const bool tuple = kind == '(';
+    if (tuple ? !PyTuple_CheckExact(value) : !PyList_CheckExact(value)) throw structure_mismatch();
+    const Py_ssize_t size = tuple ? PyTuple_GET_SIZE(value) : PyList_GET_SIZE(value);
+    for (Py_ssize_t k = 0; k < size; ++k) {
+      if (at_close(cursor)) throw structure_mismatch();  // more items than compiled for
+      collect_value(tuple ? PyTuple_GET_ITEM(value, k) : PyList_GET_ITEM(value, k), cursor, out);
+    }
+    if (cursor >= s.size() || s[cursor] != (tuple ? ')' : ']')) throw structure_mismatch();  // fewer items
+    ++cursor;
+  }
+
+  bool at_close(size_t cursor) const {
+    if (cursor >= argument_structure_.size()) return true;
+    return argument_structure_[cursor] == ')' || argument_structure_[cursor] == ']';
+  }
+
+  Error structure_mismatch() const {
+    return Error(str_cat("the call's arguments do not have the structure the module was compiled for (",
+                         argument_structure_, ")"));
   }
 
   std::shared_ptr<runtime::CompiledGraph> core_;
@@ -655,7 +662,9 @@ PYBIND11_MODULE(_C, m) {
       "cache_journal_since",
       [](size_t position) {
         std::vector<std::pair<std::string, bool>> out;
-        for (CacheJournalEntry& entry : cache_journal_since(position)) out.emplace_back(std::move(entry.path), entry.written);
+        for (CacheJournalEntry& entry : cache_journal_since(position)) {
+          out.emplace_back(std::move(entry.path), entry.written);
+        }
         return out;
       },
       py::arg("position"),

@@ -33,6 +33,7 @@ import io
 import json
 import os
 import re
+import stat
 import threading
 import weakref
 import zipfile
@@ -704,9 +705,10 @@ def load(
     A package's compiled kernels and tuned choices are installed into the cache directory (see the
     README's threat model: load packages only from trusted sources); with
     ``install_cache_entries=False`` they are ignored, and the first call compiles and measures."""
-    if not _is_package(path):
+    opened = _open_package(path)
+    if opened is None:
         return pt2.load(path, max_archive_bytes)
-    with zipfile.ZipFile(path) as package:
+    with opened as package:
         total = sum(info.file_size for info in package.infolist())
         if max_archive_bytes is not None and total > max_archive_bytes:
             raise LuminalError(f"{path}: the package holds {total} bytes, over max_archive_bytes={max_archive_bytes}")
@@ -749,14 +751,50 @@ def _spec_from(fields: dict[str, Any]) -> TensorSpec:
     return TensorSpec(fields["name"], fields["dtype"], tuple(fields["shape"]), fields["device"])
 
 
-def _is_package(path: str | os.PathLike[str]) -> bool:
+def _open_package(path: str | os.PathLike[str]) -> zipfile.ZipFile | None:
+    """The package at `path`, or None when it is no package (pt2.load then reports what is wrong
+    with the file). Only a regular file is read: opened without blocking (a FIFO waits for no
+    writer) and examined on the open descriptor, so nothing can be swapped in between."""
     try:
-        if not zipfile.is_zipfile(path):
-            return False
-        with zipfile.ZipFile(path) as archive:
-            return _PREFIX + "format" in archive.namelist()
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        regular = stat.S_ISREG(os.fstat(descriptor).st_mode)
+    except OSError:
+        regular = False
+    if not regular:
+        os.close(descriptor)
+        return None
+    file = os.fdopen(descriptor, "rb")
+    try:
+        if not zipfile.is_zipfile(file):
+            file.close()
+            return None
+        package = zipfile.ZipFile(file)
     except (OSError, zipfile.BadZipFile):
-        return False  # pt2.load reports what is wrong with the file
+        file.close()
+        return None
+    if _PREFIX + "format" not in package.namelist():
+        package.close()
+        file.close()
+        return None
+    return _OwningZipFile(package, file)
+
+
+class _OwningZipFile:
+    """A ZipFile with the file it reads, closed together (ZipFile leaves a given file open)."""
+
+    def __init__(self, package: zipfile.ZipFile, file: Any) -> None:
+        self.package = package
+        self.file = file
+
+    def __enter__(self) -> zipfile.ZipFile:
+        return self.package
+
+    def __exit__(self, *exc: object) -> None:
+        self.package.close()
+        self.file.close()
 
 
 def _install_cache_entries(package: zipfile.ZipFile, entries: list[str]) -> None:
