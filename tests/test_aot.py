@@ -209,7 +209,7 @@ def test_replaced_parameters_are_seen(device: str) -> None:
     with torch.no_grad():
         model[2].weight.copy_(rand(4, 16, device=device))  # in place: the same pointer
     assert_same(compiled(x), model(x))
-    model[0] = torch.nn.Linear(8, 16).to(device)  # a new submodule
+    model[0] = torch.nn.Linear(8, 16).to(device).eval()  # a new submodule (in the mode compiled for)
     assert_same(compiled(x), model(x))
     model[0].weight = torch.nn.Parameter(rand(16, 9, device=device))
     with pytest.raises(luminal.LuminalError, match=r"parameter '0.weight' dimension 1 must be 8.*compile again"):
@@ -488,3 +488,24 @@ def test_example_inputs_sharing_memory_compile_for_distinct_inputs(device: str) 
     assert_same(compiled(x, y), x + 2 * y)
     views = luminal.compile(lambda a, b: a * b, (x[0], x[1]), options={"strict": True})
     assert_same(views(y[0], x[2]), y[0] * x[2])
+
+
+def test_training_mode_change_is_not_ignored(device: str) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(6, 6), torch.nn.Dropout(0.5)).to(device).eval()
+    compiled = luminal.compile(model, (rand(4, 6, device=device),), options={"strict": True})
+    x = rand(4, 6, device=device)
+    assert_same(compiled(x), model(x))
+    model.train()
+    with pytest.raises(luminal.LuminalError, match="training mode changed"):
+        compiled(x)
+    model[1].eval()  # a submodule's flag differs too: checked off the fast path
+    with pytest.raises(luminal.LuminalError, match="training mode changed"):
+        compiled(x)
+    model.eval()
+    assert_same(compiled(x), model(x))
+    lenient = luminal.compile(model, (x,))
+    lenient(x)
+    model.train()
+    with pytest.warns(LuminalFallbackWarning, match="training mode changed"):
+        y = lenient(x)
+    assert ((y == 0) | torch.isclose(y, 2 * model[0](x))).all()  # eager's dropout ran

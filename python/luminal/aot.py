@@ -23,7 +23,7 @@ The package (``save``) is a zip file, stored uncompressed:
     luminal_module/cache/<path>     on-disk cache entries (CUDA kernels and tuned choices) this module
                                     used, relative to the cache root; installed there when loaded
 
-Layer: above backend (export -> compiled -> export_cache -> fallback -> backend -> aot).
+Layer: beside backend, above fallback (export -> compiled -> export_cache -> fallback -> aot).
 """
 
 from __future__ import annotations
@@ -145,6 +145,12 @@ class _FlatModel(torch.nn.Module):
         if isinstance(model, torch.nn.Module):
             return torch.func.functional_call(model, state, tuple(args))
         return model(*args)
+
+
+def _training_flags(model: Callable[..., Any] | None) -> tuple[bool, ...]:
+    if not isinstance(model, torch.nn.Module):
+        return ()
+    return tuple(module.training for module in model.modules())
 
 
 def _state(model: Callable[..., Any]) -> tuple[list[str], list[torch.Tensor], list[str]]:
@@ -328,13 +334,24 @@ class LuminalModule:
         self._graph = function._graph if isinstance(function, CompiledFunction) else None
         if self._graph is not None:
             self._graph.set_fixed_inputs(state)
+        # The modules' training flags the graph was exported with (dropout, batch norm): the root's
+        # is checked per call (model.train() / .eval() set it), all of them off the fast path.
+        self._training = _training_flags(model)
+        self._root: torch.nn.Module | None = model if isinstance(model, torch.nn.Module) else None
+        self._root_training = self._root.training if self._root is not None else False
         if isinstance(model, torch.nn.Module):
             _watch(model, self)
 
     # -- calls ------------------------------------------------------------------------------------
     def __call__(self, *args: Any) -> Any:
         fast = self._fast
-        if fast is not None and not self._stale and not torch.is_grad_enabled():
+        root = self._root
+        if (
+            fast is not None
+            and not self._stale
+            and not torch.is_grad_enabled()
+            and (root is None or root.training is self._root_training)
+        ):
             try:
                 return fast(*args)
             except LuminalError as error:
@@ -346,6 +363,15 @@ class LuminalModule:
             self._rebind()
         tensors = self._flatten(args)
         if self._eager_reason is not None:
+            return self._run_eager(args, tensors)
+        if _training_flags(self._model) != self._training:
+            reason = (
+                "the model's training mode changed since it was compiled (model.train() / .eval()); the "
+                "compiled graph keeps the mode it was exported in"
+            )
+            if self._eager is None or self._eager.strict:
+                raise LuminalError(f"luminal.compile: {reason}: compile it again")
+            self._eager.warn_once("training", f"luminal: a call runs in eager: {reason}")
             return self._run_eager(args, tensors)
         if torch.is_grad_enabled() and any(t.requires_grad for t in [*self._state, *tensors]):
             reason = "grad mode is on and the inputs or parameters require grad; luminal is inference-only"
