@@ -141,6 +141,28 @@ def test_buffers_updated_in_place_behave_like_eager(device: str) -> None:
         assert_same(model.total, reference.total)
 
 
+def test_inputs_updated_in_place_behave_like_eager(device: str) -> None:
+    def step(cache: torch.Tensor, update: torch.Tensor) -> torch.Tensor:
+        cache.mul_(0.5).add_(update)
+        return cache.sum(0)
+
+    compiled = luminal.compile(step, (rand(4, 3, device=device), rand(4, 3, device=device)), options={"strict": True})
+    cache, update = rand(4, 3, device=device), rand(4, 3, device=device)
+    reference = cache.clone()
+    for _ in range(3):
+        expected = step(reference, update)
+        assert_same(compiled(cache, update), expected)
+        assert_same(cache, reference)
+    with pytest.raises(luminal.LuminalError, match="shares memory"):  # strict: no eager run
+        compiled(cache, cache)
+    lenient = luminal.compile(step, (rand(4, 3, device=device), rand(4, 3, device=device)))
+    lenient(rand(4, 3, device=device), rand(4, 3, device=device))
+    reference = cache.clone()
+    with pytest.warns(LuminalFallbackWarning, match="shares memory"):
+        assert_same(lenient(cache, cache), step(reference, reference))
+    assert_same(cache, reference)
+
+
 # ------------------------------------------------------------------------------------------------
 # Guards: clear errors, dynamic shapes
 # ------------------------------------------------------------------------------------------------
@@ -184,6 +206,8 @@ def test_dynamic_batch(device: str) -> None:
     for size in (8, 3, 33):
         inputs = make_inputs(MINI, size, device=device)
         assert_same(compiled(*inputs), model(*inputs), tolerance_scale=4)
+    with pytest.raises(luminal.LuminalError, match=r"= 1 is outside the range \[2, 1024\]"):
+        compiled(*make_inputs(MINI, 1, device=device))
     small = mlp(device)
     by_name = luminal.compile(
         small, (rand(4, 8, device=device),), dynamic_shapes={"input": {0: Dim("n")}}, options={"strict": True}
