@@ -2,7 +2,7 @@
 luminal backend, eager, a package saved and loaded again, and the floor: one tiny kernel (on CPU:
 one tiny op) launched from Python, the least any call can cost. Prints a table; asserts nothing.
 
-    python benchmarks/aot_overhead.py [--device cuda|cpu] [--batch N] [--iterations N]
+    python benchmarks/aot_overhead.py [--model dlrm|linear] [--device cuda|cpu] [--batch N] [--iterations N]
 
 On CUDA the per-call times come from CUDA events around each call (dlrm_bench.measure: a host-bound
 call shows its host time); on the CPU from perf_counter around each call. Median, p90 and the mean
@@ -48,9 +48,14 @@ def measure_cpu(fn: Callable[[], Any], warmup: int, iterations: int) -> dict[str
     }
 
 
-def variants(device: str, batch: int, directory: Path) -> dict[str, Callable[[], Any]]:
-    model = DLRM(MINI).to(device).eval().use_prebuilt_pairs()
-    inputs = make_inputs(MINI, batch, device=device)
+def workload(name: str, device: str, batch: int) -> tuple[torch.nn.Module, tuple[Any, ...]]:
+    if name == "linear":  # the least work a graph can do: the call path is nearly all there is
+        return torch.nn.Linear(4, 4).to(device).eval(), (torch.randn(batch, 4, device=device),)
+    return DLRM(MINI).to(device).eval().use_prebuilt_pairs(), make_inputs(MINI, batch, device=device)
+
+
+def variants(name: str, device: str, batch: int, directory: Path) -> dict[str, Callable[[], Any]]:
+    model, inputs = workload(name, device, batch)
     expected = model(*inputs)
     dynamo = torch.compile(model, backend="luminal", options={"strict": True})
     aot = luminal.compile(model, inputs, options={"strict": True})
@@ -79,18 +84,22 @@ def variants(device: str, batch: int, directory: Path) -> dict[str, Callable[[],
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--model", default="dlrm", choices=["dlrm", "linear"], help="the mini DLRM, or one Linear(4, 4)"
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cpu", "cuda"])
     parser.add_argument("--batch", type=int, default=None, help="default: 2048 on CUDA, 4 on the CPU")
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--iterations", type=int, default=2000)
     args = parser.parse_args()
-    batch = args.batch or (2048 if args.device == "cuda" else 4)
+    batch = args.batch or (2048 if args.device == "cuda" and args.model == "dlrm" else 4)
     torch.backends.cuda.matmul.allow_tf32 = False
     with torch.no_grad(), tempfile.TemporaryDirectory() as directory:
-        built = variants(args.device, batch, Path(directory))
+        built = variants(args.model, args.device, batch, Path(directory))
         timer = measure if args.device == "cuda" else measure_cpu
         results = {name: timer(fn, args.warmup, args.iterations) for name, fn in built.items()}
-    print(f"mini DLRM, batch {batch}, {args.device}, {args.iterations} calls (us per call)")
+    title = "mini DLRM" if args.model == "dlrm" else "Linear(4, 4)"
+    print(f"{title}, batch {batch}, {args.device}, {args.iterations} calls (us per call)")
     print(f"{'variant':34s} {'median':>9s} {'p90':>9s} {'loop':>9s}")
     for name, r in results.items():
         print(f"{name:34s} {r['median_us']:9.2f} {r['p90_us']:9.2f} {r['loop_mean_us']:9.2f}")

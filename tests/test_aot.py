@@ -533,3 +533,17 @@ def test_training_mode_change_is_not_ignored(device: str) -> None:
     with pytest.warns(LuminalFallbackWarning, match="training mode changed"):
         y = lenient(x)
     assert ((y == 0) | torch.isclose(y, 2 * model[0](x))).all()  # eager's dropout ran
+
+
+def test_constant_arguments_are_checked(device: str) -> None:
+    def scaled(x: torch.Tensor, scale: float, flag: bool) -> torch.Tensor:
+        return x * scale if flag else x
+
+    compiled = luminal.compile(scaled, (rand(3, device=device), 2.5, True), options={"strict": True})
+    y = rand(3, device=device)
+    assert_same(compiled(y, 2.5, True), y * 2.5)
+    with pytest.raises(luminal.LuminalError, match=r"argument leaf 1 is 3.0, but the module was compiled for 2.5"):
+        compiled(y, 3.0, True)
+    with pytest.raises(luminal.LuminalError, match="compiled for True"):
+        compiled(y, 2.5, 1)  # an int is not the bool it was compiled for
+    assert not compiled.stats()["aot"]["fast_path"]  # constants are checked in Python
