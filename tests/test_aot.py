@@ -547,3 +547,17 @@ def test_constant_arguments_are_checked(device: str) -> None:
     with pytest.raises(luminal.LuminalError, match="compiled for True"):
         compiled(y, 2.5, 1)  # an int is not the bool it was compiled for
     assert not compiled.stats()["aot"]["fast_path"]  # constants are checked in Python
+
+
+def test_saving_before_the_first_call(device: str, tmp_path: Path) -> None:
+    model = mlp(device)
+    compiled = luminal.compile(model, (rand(5, 8, device=device),), options={"strict": True})
+    if device == "cuda":  # kernels and choices are built at the first call: the package has none yet
+        with pytest.warns(luminal.LuminalWarning, match="before its first call"):
+            compiled.save(tmp_path / "m.luminal")
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            compiled.save(tmp_path / "m.luminal")
+    x = rand(5, 8, device=device)
+    assert_same(luminal.load(tmp_path / "m.luminal")(x), model(x))

@@ -35,6 +35,7 @@ import os
 import re
 import stat
 import threading
+import warnings
 import weakref
 import zipfile
 from collections.abc import Callable, Sequence
@@ -52,6 +53,7 @@ from luminal.export import _EXPORT_OPTIONS, CallLayout, ExportedGraph, _luminal_
 from luminal.fallback import compile_with_fallback
 from luminal.policy import (
     EagerPath,
+    LuminalWarning,
     Options,
     describe_error,
     first_line,
@@ -325,7 +327,6 @@ class LuminalModule:
         self._exports = exports
         self._in_spec = pytree.treespec_loads(layout.in_spec)
         self._out_spec = None if layout.out_spec is None else pytree.treespec_loads(layout.out_spec)
-        self._options = parse_options(layout.options)
         self._tensor_leaves = list(layout.tensor_positions)
         self._stale = False
         self._eager_reason: str | None = None
@@ -539,6 +540,15 @@ class LuminalModule:
             raise LuminalError(f"luminal.compile: only a module luminal runs whole can be saved ({reason})")
         if self._stale:
             self._rebind()
+        specs = self._layout.state_specs + self._layout.input_specs
+        if not self._checked and any(spec.device.startswith("cuda") for spec in specs):
+            warnings.warn(
+                "luminal.compile: this module is saved before its first call: on CUDA its kernels are compiled "
+                "and its choices measured at the first call, so the package carries none and the loaded module "
+                "builds them at its first call (call it once before saving)",
+                LuminalWarning,
+                stacklevel=2,
+            )
         meta = asdict(self._layout)
         meta["format"] = _FORMAT
         meta["torch"] = torch.__version__
