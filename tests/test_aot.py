@@ -561,3 +561,19 @@ def test_saving_before_the_first_call(device: str, tmp_path: Path) -> None:
             compiled.save(tmp_path / "m.luminal")
     x = rand(5, 8, device=device)
     assert_same(luminal.load(tmp_path / "m.luminal")(x), model(x))
+
+
+def test_model_export_cannot_capture_runs_in_eager_or_raises(device: str) -> None:
+    def branchy(x: torch.Tensor) -> torch.Tensor:
+        return x * 2 if x.sum() > 0 else x - 1  # data-dependent control flow: torch.export refuses it
+
+    x = rand(4, device=device)
+    with pytest.raises(luminal.LuminalError, match="torch.export failed"):
+        luminal.compile(branchy, (x,), options={"strict": True})
+    with pytest.warns(LuminalFallbackWarning, match="torch.export failed"):
+        compiled = luminal.compile(branchy, (x,))
+    for value in (x.abs() + 1, -x.abs() - 1):
+        assert_same(compiled(value), branchy(value))
+    assert compiled.stats()["aot"]["exports"] == 0
+    with pytest.raises(luminal.LuminalError, match="can be saved"):
+        compiled.save("unused.luminal")
