@@ -49,6 +49,7 @@ import torch.utils._pytree as pytree
 from luminal import _C, pt2
 from luminal._C import LuminalError, LuminalInputsOverlapError
 from luminal.compiled import CompiledFunction, compile_exported
+from luminal.decompositions import decomposition_table
 from luminal.export import _EXPORT_OPTIONS, CallLayout, ExportedGraph, _luminal_export, _serialize, output_spec
 from luminal.fallback import compile_with_fallback
 from luminal.policy import (
@@ -697,8 +698,6 @@ def _unaliased(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
 
 def _export(flat: _FlatModel, args: list[torch.Tensor], shapes: list[Any]) -> torch.export.ExportedProgram:
     """torch.export of the flat model, decomposed to Core ATen as the backend does."""
-    from luminal.decompositions import decomposition_table
-
     dynamic = (tuple(shapes),) if any(s is not None for s in shapes) else None
     with _luminal_export(), torch.no_grad():
         program = torch.export.export(flat, tuple(args), dynamic_shapes=dynamic, strict=False, **_EXPORT_OPTIONS)
