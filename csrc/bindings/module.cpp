@@ -244,11 +244,14 @@ class PyCompiledGraph {
     }
   }
 
-  // The per-call fast path for torch.compile: picks the tensor arguments at the positions given
-  // to set_call_layout and returns the outputs as a tuple (or a list when not `as_tuple`).
+  // The per-call fast path for torch.compile and luminal.compile: the fixed inputs (see
+  // set_fixed_inputs), then the tensor arguments at the positions given to set_call_layout;
+  // returns the outputs as a tuple, a list, or the one output itself (see OutputForm).
   py::object call(const py::args& args) const {
     std::vector<at::Tensor> inputs;
-    inputs.reserve(call_positions_.size() + size_positions_.size());
+    inputs.reserve(fixed_inputs_.size() + call_positions_.size() + size_positions_.size());
+    inputs.insert(inputs.end(), fixed_inputs_.begin(), fixed_inputs_.end());
+    if (!argument_structure_.empty()) collect_structured(args, inputs);
     for (const size_t position : call_positions_) {
       PyObject* argument = argument_at(args, position);
       LUMINAL_CHECK(THPVariable_Check(argument), "argument ", position, " is a ", Py_TYPE(argument)->tp_name,
@@ -265,16 +268,55 @@ class PyCompiledGraph {
       inputs.push_back(size_carrier(value));
     }
     py::list outputs = run(inputs);
-    if (call_as_tuple_) return py::tuple(outputs);
+    switch (output_form_) {
+      case OutputForm::Tuple: return py::tuple(outputs);
+      case OutputForm::Single:
+        LUMINAL_CHECK(outputs.size() == 1, "the graph returned ", outputs.size(), " outputs, expected one");
+        return outputs[0];
+      case OutputForm::List: break;
+    }
     return std::move(outputs);
   }
 
   // Which call arguments are the graph's tensor inputs, whether call() returns a tuple, and which
-  // integer arguments follow them as size carriers.
-  void set_call_layout(std::vector<size_t> positions, bool as_tuple, std::vector<size_t> size_positions) {
+  // integer arguments follow them as size carriers. `single`: call() returns the one output itself.
+  void set_call_layout(std::vector<size_t> positions, bool as_tuple, std::vector<size_t> size_positions,
+                       bool single) {
+    LUMINAL_CHECK(!(as_tuple && single), "set_call_layout: as_tuple and single exclude each other");
+    LUMINAL_CHECK(!single || num_user_outputs() == 1, "set_call_layout: single needs one user output, the graph has ",
+                  num_user_outputs());
     call_positions_ = std::move(positions);
-    call_as_tuple_ = as_tuple;
+    output_form_ = single ? OutputForm::Single : as_tuple ? OutputForm::Tuple : OutputForm::List;
     size_positions_ = std::move(size_positions);
+  }
+
+  // The arguments' structure, for call(): 'T' a tensor, '(' ... ')' a tuple, '[' ... ']' a list;
+  // the string lists the items of the argument tuple. call() then takes the tensors in that order
+  // (after the fixed inputs) and raises a LuminalError when the arguments have another structure.
+  // Empty: the call layout's positions instead.
+  void set_argument_structure(std::string structure) {
+    size_t depth = 0;
+    for (const char c : structure) {
+      LUMINAL_CHECK(c == 'T' || c == '(' || c == ')' || c == '[' || c == ']', "argument structure '", structure,
+                    "' has the character '", c, "'");
+      depth += (c == '(' || c == '[');
+      if (c == ')' || c == ']') {
+        LUMINAL_CHECK(depth > 0, "argument structure '", structure, "' closes more than it opens");
+        --depth;
+      }
+    }
+    LUMINAL_CHECK(depth == 0, "argument structure '", structure, "' is not closed");
+    argument_structure_ = std::move(structure);
+  }
+
+  // Tensors that call() passes as the graph's first inputs on every call (luminal.compile binds a
+  // module's parameters and buffers here once). They are held, not copied: call() reads each one's
+  // pointer, sizes and strides anew, so `param.data = other` or a `.to()` in place is seen by the
+  // next call (and checked by bind like any input).
+  void set_fixed_inputs(std::vector<at::Tensor> tensors) {
+    LUMINAL_CHECK(tensors.size() <= core_->num_inputs(), "set_fixed_inputs: ", tensors.size(),
+                  " tensors for a graph of ", core_->num_inputs(), " inputs");
+    fixed_inputs_ = std::move(tensors);
   }
 
   // Runs the graph; returns the user outputs (tensors and ints) in order. Mutated inputs are
@@ -418,6 +460,48 @@ class PyCompiledGraph {
            target.sizes() == at::IntArrayRef(shape) && target.is_contiguous();
   }
 
+  // Appends the tensors of `args` in argument_structure_'s order (see set_argument_structure).
+  void collect_structured(const py::args& args, std::vector<at::Tensor>& out) const {
+    size_t cursor = 0;
+    const Py_ssize_t count = PyTuple_GET_SIZE(args.ptr());
+    for (Py_ssize_t k = 0; k < count; ++k) {
+      if (at_close(cursor)) throw structure_mismatch();  // more arguments than compiled for
+      collect_value(PyTuple_GET_ITEM(args.ptr(), k), cursor, out);
+    }
+    if (cursor != argument_structure_.size()) throw structure_mismatch();  // fewer
+  }
+
+  // Walks one value against the structure from `cursor` on (recursion depth: the nesting).
+  void collect_value(PyObject* value, size_t& cursor, std::vector<at::Tensor>& out) const {
+    const std::string& s = argument_structure_;
+    if (cursor >= s.size()) throw structure_mismatch();
+    const char kind = s[cursor++];
+    if (kind == 'T') {
+      if (!THPVariable_Check(value)) throw structure_mismatch();
+      out.push_back(THPVariable_Unpack(value));
+      return;
+    }
+    const bool tuple = kind == '(';
+    if (tuple ? !PyTuple_CheckExact(value) : !PyList_CheckExact(value)) throw structure_mismatch();
+    const Py_ssize_t size = tuple ? PyTuple_GET_SIZE(value) : PyList_GET_SIZE(value);
+    for (Py_ssize_t k = 0; k < size; ++k) {
+      if (at_close(cursor)) throw structure_mismatch();  // more items than compiled for
+      collect_value(tuple ? PyTuple_GET_ITEM(value, k) : PyList_GET_ITEM(value, k), cursor, out);
+    }
+    if (cursor >= s.size() || s[cursor] != (tuple ? ')' : ']')) throw structure_mismatch();  // fewer items
+    ++cursor;
+  }
+
+  bool at_close(size_t cursor) const {
+    if (cursor >= argument_structure_.size()) return true;
+    return argument_structure_[cursor] == ')' || argument_structure_[cursor] == ']';
+  }
+
+  Error structure_mismatch() const {
+    return Error(str_cat("the call's arguments do not have the structure the module was compiled for (",
+                         argument_structure_, ")"));
+  }
+
   std::shared_ptr<runtime::CompiledGraph> core_;
   std::vector<bool> mutated_inputs_;  // by call position: does the graph update it in place?
   bool has_mutated_inputs_ = false;
@@ -426,9 +510,12 @@ class PyCompiledGraph {
     return PyTuple_GET_ITEM(args.ptr(), position);
   }
 
+  enum class OutputForm { List, Tuple, Single };
+  std::vector<at::Tensor> fixed_inputs_;
+  std::string argument_structure_;
   std::vector<size_t> call_positions_;
   std::vector<size_t> size_positions_;
-  bool call_as_tuple_ = false;
+  OutputForm output_form_ = OutputForm::List;
   // The last call's write-back bytes (shared: the object is returned by value).
   std::shared_ptr<std::atomic<size_t>> copy_back_bytes_ = std::make_shared<std::atomic<size_t>>(0);
 };
@@ -471,9 +558,15 @@ PYBIND11_MODULE(_C, m) {
            "Runs the graph on the given tensors; returns the user outputs, writes mutated inputs back.")
       .def("call", &PyCompiledGraph::call, "run() on the tensors at the call layout's positions of the arguments.")
       .def("set_call_layout", &PyCompiledGraph::set_call_layout, py::arg("positions"), py::arg("as_tuple"),
-           py::arg("size_positions") = std::vector<size_t>{},
+           py::arg("size_positions") = std::vector<size_t>{}, py::arg("single") = false,
            "Which call arguments are the graph's tensor inputs, whether call() returns a tuple, and which integer "
-           "arguments follow them as size carriers (an empty [value + 2, 0] tensor each).")
+           "arguments follow them as size carriers (an empty [value + 2, 0] tensor each). single: call() returns "
+           "the graph's one output itself.")
+      .def("set_argument_structure", &PyCompiledGraph::set_argument_structure, py::arg("structure"),
+           "The arguments' structure for call(): 'T' a tensor, '(...)' a tuple, '[...]' a list (the items of the "
+           "argument tuple); call() takes the tensors in that order. Empty: the call layout's positions.")
+      .def("set_fixed_inputs", &PyCompiledGraph::set_fixed_inputs, py::arg("tensors"),
+           "Tensors call() passes first on every call (held by reference, read anew per call).")
       .def_static("size_carrier", &size_carrier, py::arg("value"),
                   "The empty [value + 2, 0] tensor that carries an integer argument as a size.")
       .def("ir", &PyCompiledGraph::ir, py::arg("optimized") = true, "The IR as text.")
@@ -563,6 +656,20 @@ PYBIND11_MODULE(_C, m) {
         "Reads the LUMINAL_* environment variables again (they are read once, at first use; common/config.h).");
   m.def("cache_directory", [] { return cache_root(); },
         "The on-disk cache's root directory (LUMINAL_CACHE_DIR resolved, created and checked), '' when off.");
+  m.def("cache_journal_size", [] { return cache_journal_size(); },
+        "How many cache entry files this process has used (read as hits or written) so far.");
+  m.def(
+      "cache_journal_since",
+      [](size_t position) {
+        std::vector<std::pair<std::string, bool>> out;
+        for (CacheJournalEntry& entry : cache_journal_since(position)) {
+          out.emplace_back(std::move(entry.path), entry.written);
+        }
+        return out;
+      },
+      py::arg("position"),
+      "The cache entry files first used after the journal had `position` entries: (absolute path, written) each, "
+      "written False for an entry first read as a hit.");
   m.def(
       "take_notices",
       [] {

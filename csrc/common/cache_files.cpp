@@ -13,6 +13,8 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
+#include <vector>
 #include <tuple>
 
 #include "common/config.h"
@@ -234,7 +236,50 @@ CacheEntryRead parse_entry(std::string entry, const std::string& key) {
   return read;
 }
 
+// The journal of entries used (see cache_journal_since): each path with its latest use (a
+// sequence number) and whether that use wrote it. Bounded by the number of distinct entries.
+struct CacheJournal {
+  std::mutex mutex;
+  size_t next = 0;
+  std::unordered_map<std::string, std::pair<size_t, bool>> uses;
+};
+
+CacheJournal& journal() {
+  static CacheJournal instance;
+  return instance;
+}
+
+void journal_use(const std::string& path, bool written) {
+  CacheJournal& j = journal();
+  const std::lock_guard<std::mutex> lock(j.mutex);
+  j.uses[path] = {j.next++, written};
+}
+
 }  // namespace
+
+void journal_cache_entry_read(const std::string& path) { journal_use(path, /*written=*/false); }
+
+size_t cache_journal_size() {
+  CacheJournal& j = journal();
+  const std::lock_guard<std::mutex> lock(j.mutex);
+  return j.next;
+}
+
+std::vector<CacheJournalEntry> cache_journal_since(size_t position) {
+  CacheJournal& j = journal();
+  std::vector<std::pair<size_t, CacheJournalEntry>> found;
+  {
+    const std::lock_guard<std::mutex> lock(j.mutex);
+    for (const auto& [path, use] : j.uses) {
+      if (use.first >= position) found.push_back({use.first, CacheJournalEntry{path, use.second}});
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<CacheJournalEntry> entries;
+  entries.reserve(found.size());
+  for (auto& [sequence, entry] : found) entries.push_back(std::move(entry));
+  return entries;
+}
 
 CacheEntryRead read_cache_entry(const std::string& path, const std::string& key, uint64_t max_bytes) {
   // O_NONBLOCK: opening a FIFO does not wait for a writer; O_NOFOLLOW: a symbolic link is refused.
@@ -262,7 +307,10 @@ CacheEntryRead read_cache_entry(const std::string& path, const std::string& key,
   CacheEntryRead read = parse_entry(std::move(entry), key);
   // Recently used: the cache's size limit evicts least recently used files first (a failure to
   // mark it, e.g. on a read-only cache, only makes it an earlier candidate for eviction).
-  if (read.status == CacheEntryRead::Status::Hit) (void)::futimens(fd.get(), nullptr);
+  if (read.status == CacheEntryRead::Status::Hit) {
+    (void)::futimens(fd.get(), nullptr);
+    journal_use(path, /*written=*/false);
+  }
   return read;
 }
 
@@ -303,6 +351,7 @@ std::string write_cache_entry(const std::string& path, const std::string& key, c
     ::unlink(temp.c_str());
     return str_cat("cannot write ", path, ": ", std::strerror(error));
   }
+  journal_use(path, /*written=*/true);
   return "";
 }
 

@@ -9,8 +9,10 @@
 // it, rebuilds the value, and says so once (common/notices.h).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace luminal {
 
@@ -46,6 +48,21 @@ std::string write_cache_entry(const std::string& path, const std::string& key, c
 // Removes a bad entry: anything but a directory is unlinked (a symbolic link itself, never its
 // target); a directory only when empty. Returns "" when the path is free now, else why not.
 std::string evict_cache_entry(const std::string& path);
+
+// The entry files this process read as hits or wrote, in order of their latest use (each once): a
+// saved compiled module (luminal.compile's save) carries the kernels and choices its graph used,
+// which it finds as the entries used after its compile started; a loaded one shows that it built
+// nothing (no entry written). Positions count uses: cache_journal_size() is the next use's.
+struct CacheJournalEntry {
+  std::string path;      // absolute
+  bool written = false;  // its latest use wrote it (a miss rebuilt), else read it as a hit
+  bool operator==(const CacheJournalEntry& other) const { return path == other.path && written == other.written; }
+};
+size_t cache_journal_size();
+std::vector<CacheJournalEntry> cache_journal_since(size_t position);
+// Journals the entry at `path` as read: for a caller that answered from memory what that entry
+// holds (the kernel cache's in-memory copy), so that a module compiled after another still lists it.
+void journal_cache_entry_read(const std::string& path);
 
 // FNV-1a, 64 bits: stable across builds and processes (std::hash is not), for file names.
 uint64_t fnv1a64(const std::string& text, uint64_t seed = 1469598103934665603ull);

@@ -240,6 +240,24 @@ TEST_F(CacheFilesTest, CacheDirectoryExpandsHomeAndRefusesUnusableValues) {
   }
 }
 
+TEST_F(CacheFilesTest, JournalListsEntriesUsedSinceAPositionOnceInOrderOfLatestUse) {
+  const size_t start = cache_journal_size();
+  ASSERT_EQ(write_cache_entry(path("a"), "key a", "payload a"), "");
+  ASSERT_EQ(write_cache_entry(path("b"), "key b", "payload b"), "");
+  EXPECT_EQ(read_cache_entry(path("missing"), "key", 1 << 20).status, Status::Missing);  // not journaled
+  EXPECT_EQ(read_cache_entry(path("b"), "another key", 1 << 20).status, Status::Bad);    // not journaled
+  EXPECT_EQ(cache_journal_since(start), (std::vector<CacheJournalEntry>{{path("a"), true}, {path("b"), true}}));
+  // Used again later: listed once, at its latest use, as read.
+  const size_t later = cache_journal_size();
+  EXPECT_EQ(read_cache_entry(path("a"), "key a", 1 << 20).status, Status::Hit);
+  journal_cache_entry_read(path("c"));  // answered from memory
+  EXPECT_EQ(cache_journal_since(later), (std::vector<CacheJournalEntry>{{path("a"), false}, {path("c"), false}}));
+  EXPECT_EQ(cache_journal_since(start),
+            (std::vector<CacheJournalEntry>{{path("b"), true}, {path("a"), false}, {path("c"), false}}));
+  EXPECT_TRUE(cache_journal_since(cache_journal_size()).empty());
+  EXPECT_TRUE(cache_journal_since(cache_journal_size() + 5).empty());
+}
+
 TEST(Notices, EachOnceKeyIsQueuedOnce) {
   take_notices();
   notify_once("cache", "test-key-1", "first");

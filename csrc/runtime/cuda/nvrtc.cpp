@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "common/cache_files.h"
@@ -131,11 +132,23 @@ std::string compile_to_cubin(const std::string& source, const std::string& arch)
   std::mutex& mutex = cache.mutex;
   std::map<std::string, std::string>& memory = cache.cubins;
   const std::string key = str_cat(arch, "|nvrtc ", nvrtc_version(), "|", source);
+  const std::string file = disk_cache_file(key, arch);
+  std::optional<std::string> remembered;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = memory.find(key); it != memory.end()) return it->second;
+    if (auto it = memory.find(key); it != memory.end()) remembered = it->second;
   }
-  const std::string file = disk_cache_file(key, arch);
+  if (remembered) {
+    // Journaled all the same, so that a saved module carries the entry; written when the disk
+    // cache lacks it (the cache directory changed since, or the entry was pruned).
+    std::error_code ec;
+    if (!file.empty() && std::filesystem::is_regular_file(file, ec)) {
+      journal_cache_entry_read(file);
+    } else if (!file.empty()) {
+      write_disk_entry(file, key, *remembered);
+    }
+    return *remembered;
+  }
   DiskLookup lookup = file.empty() ? DiskLookup{"", false} : read_disk_entry(file, key);
   std::string cubin = std::move(lookup.cubin);
   if (cubin.empty()) {
