@@ -176,6 +176,7 @@ std::string KernelWriter::row_body() {
   out << "    bool lm_ok = true; (void)lm_ok;\n";
   out << unravel("lm_flat", 4, row_shape());
   out << scopes_[root]->code.str();
+  out << "#pragma unroll 4\n";
   out << "    for (lm_i64 r" << along << " = lm_lane; r" << along << " < " << length << "; r" << along << " += 32) {\n";
   out << scopes_[element]->code.str();
   out << "      p.out[lm_flat * " << length << " + r" << along << "] = " << store_code(result) << ";\n";
