@@ -239,9 +239,9 @@ Archive Archive::from_buffer(std::string bytes, const ReadLimits& limits) {
 }
 
 Archive Archive::from_file(const std::string& path, const ReadLimits& limits) {
+  auto impl = std::make_unique<Impl>();
   uint64_t size = 0;
   const int fd = open_regular_file(path, size);
-  auto impl = std::make_unique<Impl>();
   impl->bytes = ZipBytes(fd, size);  // owns fd from here on
   impl->source = path;
   impl->limits = limits;

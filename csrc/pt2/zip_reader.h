@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "pt2/crc32.h"
+
 namespace luminal::pt2 {
 
 // The bytes of a zip archive: held in memory, or read from an open regular file with pread (so
@@ -73,9 +75,5 @@ std::vector<ZipEntry> read_zip_directory(const ZipBytes& bytes, const std::strin
 // and the CRC and sizes when the header carries them) and returns the offset of its data, which
 // is checked to end within entry.end_bound.
 uint64_t zip_data_offset(const ZipBytes& bytes, const ZipEntry& entry, const std::string& source);
-
-// CRC-32 (ISO-HDLC, as zip uses): crc32_update(0, data, n) is the checksum of data; feed the
-// result back in to continue over more bytes.
-uint32_t crc32_update(uint32_t crc, const char* data, size_t n);
 
 }  // namespace luminal::pt2

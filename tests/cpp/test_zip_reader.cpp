@@ -183,11 +183,24 @@ uint32_t bitwise_crc32(const std::string& data) {
 
 TEST(ZipCrc32, MatchesTheStandardCheckValueAndABitwiseReference) {
   EXPECT_EQ(crc32_update(0, "123456789", 9), 0xCBF43926u);
+  EXPECT_EQ(crc32_update_portable(0, "123456789", 9), 0xCBF43926u);
   EXPECT_EQ(crc32_update(0, "", 0), 0u);
   std::mt19937 rng(7);
   std::string data(100003, '\0');
   for (char& c : data) c = static_cast<char>(rng());
-  for (const size_t length : {size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{4096}, data.size()}) {
+  // Every length around the folding path's boundaries (64 bytes, multiples of 16), at every
+  // alignment, continuing from a non-zero CRC: the folded and table paths against the bitwise one.
+  for (size_t length = 0; length < 300; ++length) {
+    for (size_t offset = 0; offset < 16; ++offset) {
+      const std::string piece = data.substr(offset, length);
+      const uint32_t expected = bitwise_crc32(piece);
+      ASSERT_EQ(crc32_update(0, piece.data(), length), expected) << length << " at " << offset;
+      ASSERT_EQ(crc32_update_portable(0, piece.data(), length), expected) << length << " at " << offset;
+      const uint32_t head = crc32_update(0, "prefix", 6);
+      ASSERT_EQ(crc32_update(head, piece.data(), length), bitwise_crc32("prefix" + piece));
+    }
+  }
+  for (const size_t length : {size_t{4096}, size_t{4099}, data.size()}) {
     EXPECT_EQ(crc32_update(0, data.data(), length), bitwise_crc32(data.substr(0, length))) << length;
   }
   // Incremental over uneven pieces equals one pass.
