@@ -78,10 +78,10 @@ struct Archive::Impl {
   ReadLimits limits;
   std::vector<ZipEntry> directory;  // every entry of the zip, in directory order
   std::string root;
-  std::vector<std::string> names;           // relative names, archive order
-  std::map<std::string, size_t> index_of;   // relative name -> position in `directory`
-  std::mutex mutex;                          // guards bytes_read
-  uint64_t bytes_read = 0;                   // charged against limits.archive_bytes
+  std::vector<std::string> names;          // relative names, archive order
+  std::map<std::string, size_t> index_of;  // relative name -> position in `directory`
+  std::mutex mutex;                        // guards bytes_read
+  uint64_t bytes_read = 0;                 // charged against limits.archive_bytes
 
   // Label of an entry in messages: "models/model.json", prefixed by the file path if any.
   std::string label(const std::string& relative_name) const {
