@@ -259,6 +259,22 @@ def test_central_directory_size_of_4_gib_fails_fast(base_archive, tmp_path) -> N
     assert raised["seconds"] < 1.0 and raised["rss_growth_mib"] < 64
 
 
+def test_zip64_entries_and_a_comment_with_a_fake_end_signature_load(base_archive, tmp_path) -> None:
+    """Stored entries as Python's zipfile writes them with ZIP64 (sizes in the local header's ZIP64
+    field, no data descriptor: torch writes descriptors), and an archive comment that holds the
+    end record's signature: the reader takes them, and the program matches eager."""
+    source, model = base_archive
+    path = tmp_path / "zip64.pt2"
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zout:
+        for info in zin.infolist():
+            with zout.open(info.filename, "w", force_zip64=True) as out:
+                out.write(zin.read(info))
+        zout.comment = b"PK\x05\x06 not the end record"
+    x = torch.randn(1, 4)
+    (out,) = luminal.load(path)(x)
+    torch.testing.assert_close(out, model(x))
+
+
 def deflate_bomb(path: Path, entry: str, inflated_bytes: int) -> Path:
     """A PT2-looking zip whose ``entry`` is ``inflated_bytes`` zeros, deflated (about 1 MB per GiB)."""
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as z:
