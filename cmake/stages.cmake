@@ -107,7 +107,6 @@ function(luminal_add_core name)
     target_link_libraries(${name} INTERFACE ${target})
   endforeach()
   # Third-party libraries, where they are used.
-  target_link_libraries(${name}_pt2 PRIVATE libzip::zip)
   target_link_libraries(${name}_runtime PRIVATE ${CMAKE_DL_LIBS})
 endfunction()
 

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Build luminal on a lent GPU machine and run what is asked, logging under $OUT (see
-# ../shared/gpu/README.md for the recipe; the Debian packages travel in .gpu-deps).
+# ../shared/gpu/README.md for the recipe; the Debian packages travel in .gpu-deps). The package build
+# needs nlohmann/json from there, no longer libzip (the core reads zips itself; libzip is only for
+# the unit tests and fuzzers, which this script does not build): the libzip .debs in .gpu-deps are
+# unused and harmless.
 #   tools/device_run.sh build          build only
 #   tools/device_run.sh test [ARGS]    build, then pytest on CUDA (ARGS go to pytest)
 #   tools/device_run.sh bench [ARGS]   build, then benchmarks/dlrm_bench.py ARGS

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zip.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,7 +10,6 @@
 #include <limits>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <utility>
 
 #include "common/checked.h"
@@ -20,37 +18,10 @@
 #include "pt2/dtype_codes.h"
 #include "common/error.h"
 #include "pt2/parse.h"
+#include "pt2/zip_reader.h"
 
 namespace luminal::pt2 {
 namespace {
-
-struct ZipDiscard {  // read-only: discard instead of close, nothing is ever written back
-  void operator()(zip_t* zip) const { zip_discard(zip); }
-};
-struct ZipSourceFree {
-  void operator()(zip_source_t* source) const { zip_source_free(source); }
-};
-struct ZipFileClose {
-  void operator()(zip_file_t* file) const { zip_fclose(file); }
-};
-using ZipPtr = std::unique_ptr<zip_t, ZipDiscard>;
-using ZipSourcePtr = std::unique_ptr<zip_source_t, ZipSourceFree>;
-using ZipFilePtr = std::unique_ptr<zip_file_t, ZipFileClose>;
-
-class ZipError {
- public:
-  ZipError() { zip_error_init(&error_); }
-  explicit ZipError(int code) { zip_error_init_with_code(&error_, code); }
-  ~ZipError() { zip_error_fini(&error_); }
-  ZipError(const ZipError&) = delete;
-  ZipError& operator=(const ZipError&) = delete;
-
-  zip_error_t* get() { return &error_; }
-  std::string message() { return zip_error_strerror(&error_); }
-
- private:
-  zip_error_t error_;
-};
 
 constexpr const char* kBufferSource = "<in-memory archive>";
 
@@ -84,32 +55,33 @@ uint64_t configured_byte_limit(const ByteLimitSetting& setting, uint64_t fallbac
   return setting.bytes.value_or(fallback);
 }
 
-// Deflate cannot expand data by more than about 1032:1 (RFC 1951: 258 bytes per 2-bit code at
-// best). A declared uncompressed size above this bound cannot be true.
-constexpr uint64_t kMaxDeflateRatio = 1032;
-constexpr uint64_t kDeflateSlack = 1024;
-// Deflated entries are read in chunks of this size; the buffer grows as data arrives instead of
-// being reserved at the declared size.
+// Entries are read (and their CRC computed) in chunks of this size.
 constexpr size_t kReadChunk = size_t{4} << 20;
+
+const char* method_name(uint16_t method) {
+  switch (method) {
+    case 8: return " (deflate)";
+    case 9: return " (deflate64)";
+    case 12: return " (bzip2)";
+    case 14: return " (LZMA)";
+    case 93: return " (zstd)";
+    case 95: return " (xz)";
+    default: return "";
+  }
+}
 
 }  // namespace
 
 struct Archive::Impl {
   std::string source;
-  std::string bytes;  // backing store of a from_buffer archive; outlives `zip` (declared first)
-  ZipPtr zip;
-  uint64_t archive_size = 0;  // bytes of the whole zip file
+  ZipBytes bytes{std::string()};
   ReadLimits limits;
-  uint64_t bytes_read = 0;  // charged against limits.archive_bytes (under `mutex`)
-  // Entries read so far and their compressed bytes: entries of a zip do not overlap, so these sum
-  // to at most the file's size. (Entries whose directory records all point at one large stored
-  // file would otherwise multiply the memory a small archive takes.)
-  std::set<zip_uint64_t> entries_read;
-  uint64_t compressed_bytes_read = 0;
+  std::vector<ZipEntry> directory;  // every entry of the zip, in directory order
   std::string root;
-  std::vector<std::string> names;                // relative names, archive order
-  std::map<std::string, zip_uint64_t> index_of;  // relative name -> zip index
-  std::mutex mutex;                              // a zip_t must not be used concurrently
+  std::vector<std::string> names;          // relative names, archive order
+  std::map<std::string, size_t> index_of;  // relative name -> position in `directory`
+  std::mutex mutex;                        // guards bytes_read
+  uint64_t bytes_read = 0;                 // charged against limits.archive_bytes
 
   // Label of an entry in messages: "models/model.json", prefixed by the file path if any.
   std::string label(const std::string& relative_name) const {
@@ -117,12 +89,8 @@ struct Archive::Impl {
   }
 
   void index_entries() {
-    const zip_int64_t count = zip_get_num_entries(zip.get(), 0);
-    if (count < 0) fail(source, ": cannot list the zip entries");
-    for (zip_int64_t i = 0; i < count; ++i) {
-      const char* raw = zip_get_name(zip.get(), static_cast<zip_uint64_t>(i), ZIP_FL_ENC_RAW);
-      if (raw == nullptr) fail(source, ": corrupt zip: cannot read the name of entry ", i);
-      const std::string name(raw);
+    for (size_t i = 0; i < directory.size(); ++i) {
+      const std::string& name = directory[i].name;
       if (i == 0) {
         const size_t slash = name.find('/');
         root = slash == std::string::npos ? "" : name.substr(0, slash);
@@ -132,53 +100,38 @@ struct Archive::Impl {
       if (!root.empty() && !starts_with(name, root + "/")) continue;
       std::string relative = root.empty() ? name : name.substr(root.size() + 1);
       if (relative.empty() || relative.back() == '/') continue;  // directory entry
-      if (index_of.emplace(relative, static_cast<zip_uint64_t>(i)).second) {
-        names.push_back(std::move(relative));
-      }
+      // Names are unique in the zip (read_zip_directory refuses duplicates), so are these.
+      index_of.emplace(relative, i);
+      names.push_back(std::move(relative));
     }
   }
 
-  zip_uint64_t index(const std::string& relative_name) const {
+  const ZipEntry& entry(const std::string& relative_name) const {
     const auto it = index_of.find(relative_name);
     if (it == index_of.end()) {
       fail(label(relative_name), ": no such entry in the archive (root folder \"", root, "\")");
     }
-    return it->second;
+    return directory[it->second];
   }
 
-  zip_stat_t stat(const std::string& relative_name) {
-    zip_stat_t st;
-    zip_stat_init(&st);
-    constexpr zip_uint64_t kNeeded = ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_COMP_METHOD;
-    if (zip_stat_index(zip.get(), index(relative_name), 0, &st) != 0 || (st.valid & kNeeded) != kNeeded) {
-      fail(label(relative_name), ": cannot stat the entry: ", zip_strerror(zip.get()));
-    }
-    return st;
-  }
-
-  // The declared size, checked against the limit and against what the entry's compressed data
+  // The entry's method and declared size, checked against the limit and against what the entry
   // can hold, before anything is allocated.
-  void check_declared_size(const std::string& relative_name, const zip_stat_t& st, uint64_t max_bytes,
+  void check_declared_size(const std::string& relative_name, const ZipEntry& zip_entry, uint64_t max_bytes,
                            std::string_view kind) const {
-    if (st.size > max_bytes) {
-      fail(label(relative_name), ": the zip directory declares ", st.size, " bytes for this ", kind,
+    if (zip_entry.method != 0) {
+      // torch.export.save (PyTorchFileWriter) stores every entry; inflating is not worth a
+      // decompressor's attack surface and dependencies here.
+      fail("compressed zip entries are not supported: ", label(relative_name), " uses method ", zip_entry.method,
+           method_name(zip_entry.method), " (torch.export.save stores entries uncompressed)");
+    }
+    if (zip_entry.encrypted()) fail("encrypted zip entries are not supported: ", label(relative_name));
+    if (zip_entry.size > max_bytes) {
+      fail(label(relative_name), ": the zip directory declares ", zip_entry.size, " bytes for this ", kind,
            ", over its limit of ", max_bytes, " bytes", limit_hint(max_bytes));
     }
-    if (st.comp_size > archive_size) {
-      fail("corrupt zip archive ", source, ": entry ", relative_name, " declares ", st.comp_size,
-           " compressed bytes, but the archive has only ", archive_size);
-    }
-    if (st.comp_method != ZIP_CM_STORE && st.comp_method != ZIP_CM_DEFLATE) {
-      fail(label(relative_name), ": compression method ", st.comp_method, " is not supported (torch.export.save stores ",
-           "entries; deflated ones are read too)");
-    }
-    if (st.comp_method == ZIP_CM_STORE && st.size != st.comp_size) {
-      fail("corrupt zip archive ", source, ": entry ", relative_name, " is stored uncompressed with ", st.comp_size,
-           " bytes, but the zip directory declares ", st.size);
-    }
-    if (st.comp_method == ZIP_CM_DEFLATE && st.size / kMaxDeflateRatio > st.comp_size + kDeflateSlack) {
-      fail("corrupt zip archive ", source, ": entry ", relative_name, " declares ", st.size, " bytes, more than its ",
-           st.comp_size, " compressed bytes can hold");
+    if (zip_entry.size != zip_entry.compressed_size) {
+      fail("corrupt zip archive ", source, ": entry ", relative_name, " is stored uncompressed with ",
+           zip_entry.compressed_size, " bytes, but the zip directory declares ", zip_entry.size);
     }
   }
 
@@ -189,45 +142,37 @@ struct Archive::Impl {
     return " (a fixed limit for this entry)";
   }
 
-  std::string read(const std::string& relative_name, uint64_t max_bytes, std::string_view kind) {
+  // Charges `size` bytes to the archive's budget, or raises.
+  void charge(const std::string& relative_name, uint64_t size, std::string_view kind) {
     std::lock_guard<std::mutex> lock(mutex);
-    const zip_stat_t st = stat(relative_name);
-    max_bytes = std::min(max_bytes, limits.archive_bytes);
-    check_declared_size(relative_name, st, max_bytes, kind);
-    if (st.size > limits.archive_bytes - bytes_read) {
-      fail(label(relative_name), ": reading this ", kind, " (", st.size, " bytes) would take the bytes read from ",
+    if (size > limits.archive_bytes - bytes_read) {
+      fail(label(relative_name), ": reading this ", kind, " (", size, " bytes) would take the bytes read from ",
            "the archive past its limit of ", limits.archive_bytes, limit_hint(limits.archive_bytes));
     }
-    if (entries_read.insert(index(relative_name)).second) {
-      compressed_bytes_read += st.comp_size;
-      if (compressed_bytes_read > archive_size) {
-        fail("corrupt zip archive ", source, ": entries overlap (entry ", relative_name, " takes the compressed bytes ",
-             "read to ", compressed_bytes_read, ", more than the ", archive_size, " bytes of the archive)");
-      }
-    }
-    const ZipFilePtr file(zip_fopen_index(zip.get(), index(relative_name), 0));
-    if (!file) fail(label(relative_name), ": cannot open the entry: ", zip_strerror(zip.get()));
+    bytes_read += size;
+  }
 
-    // A stored entry's size is bounded by the file (checked above): allocate it at once. A
-    // deflated one grows chunk by chunk, so that a size that lies costs no more than the data.
-    const size_t declared = static_cast<size_t>(st.size);
-    std::string out;
-    out.reserve(st.comp_method == ZIP_CM_STORE ? declared : std::min(declared, kReadChunk));
-    while (out.size() < declared) {
-      const size_t chunk = std::min(declared - out.size(), kReadChunk);
-      const size_t done = out.size();
-      out.resize(done + chunk);
-      const zip_int64_t n = zip_fread(file.get(), out.data() + done, chunk);
-      if (n < 0) fail(label(relative_name), ": corrupt entry: ", zip_file_strerror(file.get()));
-      out.resize(done + static_cast<size_t>(n));
-      if (n == 0) fail(label(relative_name), ": truncated entry: ", done, " of ", declared, " bytes");
+  std::string read(const std::string& relative_name, uint64_t max_bytes, std::string_view kind) {
+    const ZipEntry& zip_entry = entry(relative_name);
+    max_bytes = std::min(max_bytes, limits.archive_bytes);
+    check_declared_size(relative_name, zip_entry, max_bytes, kind);
+    // The data offset is checked to lie, with all its declared bytes, before the next entry (or
+    // the central directory) of a file whose size is known: the allocation below is no larger
+    // than the file, besides being under the limit.
+    const uint64_t data_offset = zip_data_offset(bytes, zip_entry, source);
+    charge(relative_name, zip_entry.size, kind);
+    std::string out(static_cast<size_t>(zip_entry.size), '\0');
+    uint32_t crc = 0;
+    for (size_t done = 0; done < out.size();) {
+      const size_t chunk = std::min(kReadChunk, out.size() - done);
+      bytes.read(data_offset + done, out.data() + done, chunk, label(relative_name));
+      crc = crc32_update(crc, out.data() + done, chunk);
+      done += chunk;
     }
-    // Reading on to the end of the data is what makes libzip verify the CRC.
-    char extra = 0;
-    const zip_int64_t tail = zip_fread(file.get(), &extra, 1);
-    if (tail < 0) fail(label(relative_name), ": corrupt entry: ", zip_file_strerror(file.get()));
-    if (tail > 0) fail(label(relative_name), ": entry is longer than its recorded size");
-    bytes_read += out.size();
+    if (crc != zip_entry.crc32) {
+      fail(label(relative_name), ": corrupt entry: CRC-32 mismatch (the zip directory records ", zip_entry.crc32,
+           ", the data has ", crc, ")");
+    }
     return out;
   }
 };
@@ -235,7 +180,7 @@ struct Archive::Impl {
 namespace {
 
 // Opens without blocking (a FIFO would block a plain open until a writer appears) and refuses
-// what is not a regular file before libzip sees it.
+// what is not a regular file.
 int open_regular_file(const std::string& path, uint64_t& size) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
@@ -250,7 +195,7 @@ int open_regular_file(const std::string& path, uint64_t& size) {
     fail("cannot open PT2 archive ", path, ": ",
          directory ? "it is a directory" : "not a regular file (a FIFO, device or socket)");
   }
-  // Back to blocking reads for the regular file libzip will read.
+  // Back to blocking reads for the regular file.
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   size = static_cast<uint64_t>(st.st_size);
@@ -285,37 +230,22 @@ Archive Archive::from_buffer(std::string bytes, const ReadLimits& limits) {
   if (bytes.empty()) fail("not a zip archive: the buffer is empty");
   auto impl = std::make_unique<Impl>();
   impl->source = kBufferSource;
-  impl->bytes = std::move(bytes);
-  impl->archive_size = impl->bytes.size();
+  const std::string not_a_zip = str_cat("not a zip archive (", bytes.size(), " bytes)");
+  impl->bytes = ZipBytes(std::move(bytes));
   impl->limits = limits;
-
-  ZipError error;
-  ZipSourcePtr source(
-      zip_source_buffer_create(impl->bytes.data(), impl->bytes.size(), 0, error.get()));
-  if (!source) fail("cannot read the archive buffer: ", error.message());
-  zip_t* zip = zip_open_from_source(source.get(), ZIP_RDONLY, error.get());
-  if (zip == nullptr) fail("not a zip archive (", impl->bytes.size(), " bytes): ", error.message());
-  source.release();  // owned by the zip_t from here on
-  impl->zip.reset(zip);
+  impl->directory = read_zip_directory(impl->bytes, impl->source, not_a_zip);
   impl->index_entries();
   return Archive(std::move(impl));
 }
 
 Archive Archive::from_file(const std::string& path, const ReadLimits& limits) {
+  auto impl = std::make_unique<Impl>();
   uint64_t size = 0;
   const int fd = open_regular_file(path, size);
-  int code = 0;
-  zip_t* zip = zip_fdopen(fd, ZIP_RDONLY, &code);  // owns fd from here on when it succeeds
-  if (zip == nullptr) {
-    ::close(fd);
-    ZipError error(code);
-    fail("corrupt zip archive ", path, ": ", error.message());
-  }
-  auto impl = std::make_unique<Impl>();
+  impl->bytes = ZipBytes(fd, size);  // owns fd from here on
   impl->source = path;
-  impl->archive_size = size;
   impl->limits = limits;
-  impl->zip.reset(zip);
+  impl->directory = read_zip_directory(impl->bytes, path, str_cat("corrupt zip archive ", path, " (not a zip archive?)"));
   impl->index_entries();
   return Archive(std::move(impl));
 }
@@ -333,10 +263,8 @@ std::string Archive::read(const std::string& relative_name, uint64_t max_bytes, 
 std::string Archive::read(const std::string& relative_name) const {
   return impl_->read(relative_name, impl_->limits.archive_bytes, "entry");
 }
-uint64_t Archive::declared_size(const std::string& relative_name) const {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->stat(relative_name).size;
-}
+uint64_t Archive::declared_size(const std::string& relative_name) const { return impl_->entry(relative_name).size; }
+
 
 // ---------------------------------------------------------------------------------------------
 // Package

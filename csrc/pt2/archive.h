@@ -25,9 +25,8 @@
 namespace luminal::pt2 {
 
 // How much an archive may make the reader allocate. An archive is data that users download and
-// share: the sizes its zip directory declares are checked against these limits and against what
-// the entry can really hold (its compressed bytes) before anything is allocated, and an entry is
-// read in chunks so that a size that lies stops the read at the limit.
+// share: the sizes its zip directory declares are checked against these limits and against the
+// bytes the entry really has in the file (stored entries only) before anything is allocated.
 struct ReadLimits {
   static constexpr uint64_t kKiB = uint64_t{1} << 10, kMiB = uint64_t{1} << 20, kGiB = uint64_t{1} << 30;
   // Small fixed entries: archive_format, archive_version, byteorder, ...
@@ -49,8 +48,9 @@ struct ReadLimits {
   static ReadLimits with_max_archive_bytes(std::optional<uint64_t> max_archive_bytes);
 };
 
-// Read-only view of a zip archive. Entries are addressed relative to the root folder. Reads are
-// serialized internally, so one Archive may be shared between threads.
+// Read-only view of a zip archive (csrc/pt2/zip_reader.h: stored entries only, as torch writes
+// them). Entries are addressed relative to the root folder. One Archive may be shared between
+// threads: reads use pread or the buffer, and the budget they are charged to is locked.
 class Archive {
  public:
   // Takes ownership of the bytes.
