@@ -821,6 +821,12 @@ Graph optimize(Graph graph, const OptimizeOptions& options) {
   if (options.fuse_matmul_epilogues) {
     fuse_matmul_epilogues(graph);
     graph = eliminate_dead_code(graph);
+    // A bias moved into a matmul can leave a pure view of its result that several views read (the
+    // q, k and v of a packed projection): inlined now, they read the matmul's result in place.
+    if (options.inline_pointwise) {
+      inline_pointwise(graph, options);
+      graph = eliminate_dead_code(graph);
+    }
   }
   if (options.inline_reductions) {
     inline_reductions(graph, options);
