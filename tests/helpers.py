@@ -144,3 +144,25 @@ def set_env(patch: pytest.MonkeyPatch, name: str, value: str) -> None:
 def unset_env(patch: pytest.MonkeyPatch, name: str) -> None:
     patch.delenv(name, raising=False)
     luminal.settings.reload()
+
+
+# A user's custom op: luminal can never know it, so these tests stay meaningful as coverage grows.
+@torch.library.custom_op("luminal_test::wiggle", mutates_args=())
+def wiggle(x: torch.Tensor) -> torch.Tensor:
+    return torch.sin(x) * 0.5 + x.flip(-1)
+
+
+@wiggle.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+class Mixed(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = torch.nn.Linear(7, 6)
+        self.second = torch.nn.Linear(6, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = torch.relu(self.first(x))
+        return self.second(torch.tanh(wiggle(hidden)) + hidden)

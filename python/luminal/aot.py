@@ -51,7 +51,7 @@ from luminal._C import LuminalError, LuminalInputsOverlapError
 from luminal.compiled import CompiledFunction, compile_exported
 from luminal.decompositions import decomposition_table
 from luminal.export import _EXPORT_OPTIONS, CallLayout, ExportedGraph, _luminal_export, _serialize, output_spec
-from luminal.fallback import compile_with_fallback
+from luminal.fallback import compile_partly
 from luminal.policy import (
     EagerPath,
     LuminalWarning,
@@ -716,15 +716,8 @@ def _compile(
             if isinstance(error, LuminalError):
                 raise
             raise LuminalError(describe_error(error)) from error
-        cause: BaseException = error
-        try:
-            gm = cast(torch.fx.GraphModule, flat)  # the fallback only runs its forward
-            return compile_with_fallback(gm, examples, error, exported, options)
-        except Exception as failure:  # noqa: BLE001
-            if isinstance(failure, Warning):  # the fallback's own warning, made an error by a filter
-                raise
-            cause = error if failure is error else failure
-        return run_in_eager(flat.forward, describe_error(cause), options, cause)
+        gm = cast(torch.fx.GraphModule, flat)  # the fallback only runs its forward
+        return compile_partly(gm, examples, error, exported, options)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -12,9 +12,8 @@ import torch
 
 from luminal._C import LuminalError
 from luminal.compiled import compile_exported
-from luminal.export import ExportedGraph
 from luminal.export_cache import export_through_cache
-from luminal.fallback import compile_with_fallback
+from luminal.fallback import compile_partly
 from luminal.guards import GuardedFunction, alias_plan, autograd_reason, overlapping_inputs, specialized_scalars
 from luminal.policy import (
     EagerGraph,
@@ -96,27 +95,10 @@ def _compile_or_eager(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], o
             if isinstance(error, LuminalError):
                 raise
             raise LuminalError(describe_error(error)) from error
-        compiled = _compile_partly(gm, example_inputs, error, exported, options)
+        compiled = compile_partly(gm, example_inputs, error, exported, options)
     if scalars or plan:
         compiled = GuardedFunction(compiled, eager, scalars, plan)
     return compiled
-
-
-def _compile_partly(
-    gm: torch.fx.GraphModule,
-    example_inputs: Sequence[Any],
-    error: Exception,
-    exported: ExportedGraph,
-    options: Options,
-) -> Callable[..., Any]:
-    """After a whole-graph compile failed: luminal partitions and eager code, or all in eager."""
-    try:
-        return compile_with_fallback(gm, example_inputs, error, exported, options)
-    except Exception as failure:  # noqa: BLE001
-        if isinstance(failure, Warning):  # the fallback's own warning, made an error by a filter
-            raise
-        cause = error if failure is error else failure
-        return run_in_eager(gm.forward, describe_error(cause), options, cause)
 
 
 def _export_failure(error: BaseException, example_inputs: Sequence[Any]) -> str:

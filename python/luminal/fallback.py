@@ -40,14 +40,22 @@ from luminal.export import CallLayout, ExportedGraph, export_graph, output_spec
 from luminal.export_cache import export_through_cache
 from luminal.flops import shares
 from luminal.guards import overlapping_inputs
-from luminal.policy import EagerPath, LuminalFallbackWarning, Options, first_line, warn_fallback
+from luminal.policy import (
+    EagerPath,
+    LuminalFallbackWarning,
+    Options,
+    describe_error,
+    first_line,
+    run_in_eager,
+    warn_fallback,
+)
 
 log = logging.getLogger("luminal")
 
 _PARTITION_PREFIX = "luminal_partition_"
 
 
-__all__ = ["FallbackFunction", "LuminalFallbackWarning", "LuminalSupport", "compile_with_fallback"]
+__all__ = ["FallbackFunction", "LuminalFallbackWarning", "LuminalSupport", "compile_partly", "compile_with_fallback"]
 
 
 @functools.cache
@@ -506,3 +514,20 @@ def _align(exported: torch.fx.Graph, original: torch.fx.Graph) -> dict[str, str]
     if [target_name(n.target) for n in ours] != [target_name(n.target) for n in theirs]:
         return None
     return {a.name: b.name for a, b in zip(ours, theirs, strict=True)}
+
+
+def compile_partly(
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    error: Exception,
+    exported: ExportedGraph,
+    options: Options,
+) -> Callable[..., Any]:
+    """After a whole-graph compile failed: luminal partitions and eager code, or all in eager."""
+    try:
+        return compile_with_fallback(gm, example_inputs, error, exported, options)
+    except Exception as failure:  # noqa: BLE001
+        if isinstance(failure, Warning):  # the fallback's own warning, made an error by a filter
+            raise
+        cause = error if failure is error else failure
+        return run_in_eager(gm.forward, describe_error(cause), options, cause)

@@ -41,6 +41,30 @@ struct Host {
   }
 };
 
+// Runs `graph` on the CPU reference executor and returns every output (poisoned before the run,
+// so unwritten elements show); `copied_bytes`: where to put the bytes copied from scatter bases.
+inline std::vector<Host> run_on_cpu(std::shared_ptr<const ir::Graph> graph, std::vector<Host> inputs,
+                                    size_t* copied_bytes = nullptr) {
+  runtime::cpu::Executor executor(graph);
+  std::vector<runtime::TensorView> views;
+  for (Host& h : inputs) views.push_back(h.view());
+  const runtime::SymbolValues symbols = runtime::bind_inputs(*graph, views);
+  std::vector<Host> outputs(graph->outputs.size());
+  std::vector<runtime::TensorView> out_views;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const ir::Node& node = graph->node(graph->outputs[k].node);
+    outputs[k].dtype = node.dtype;
+    outputs[k].sizes = runtime::evaluate(node.shape, symbols);
+    int64_t n = 1;
+    for (int64_t s : outputs[k].sizes) n *= s;
+    outputs[k].bytes.assign(static_cast<size_t>(n) * dtype_size(node.dtype), 0xFF);  // poison
+    out_views.push_back(outputs[k].view());
+  }
+  const size_t copied = executor.run(views, out_views, symbols);
+  if (copied_bytes) *copied_bytes = copied;
+  return outputs;
+}
+
 class GraphFixture {
  public:
   GraphFixture() : builder_(graph_) { builder_.set_origin("test"); }
@@ -72,24 +96,8 @@ class GraphFixture {
 
   // Optimizes, runs on the given inputs and returns every output.
   std::vector<Host> run(std::vector<Host> inputs, const passes::OptimizeOptions& options = {}) {
-    auto optimized = std::make_shared<const ir::Graph>(passes::optimize(graph_, options));
-    runtime::cpu::Executor executor(optimized);
-    std::vector<runtime::TensorView> views;
-    for (Host& h : inputs) views.push_back(h.view());
-    const runtime::SymbolValues symbols = runtime::bind_inputs(*optimized, views);
-    std::vector<Host> outputs(optimized->outputs.size());
-    std::vector<runtime::TensorView> out_views;
-    for (size_t k = 0; k < outputs.size(); ++k) {
-      const ir::Node& node = optimized->node(optimized->outputs[k].node);
-      outputs[k].dtype = node.dtype;
-      outputs[k].sizes = runtime::evaluate(node.shape, symbols);
-      int64_t n = 1;
-      for (int64_t s : outputs[k].sizes) n *= s;
-      outputs[k].bytes.assign(static_cast<size_t>(n) * dtype_size(node.dtype), 0xFF);  // poison
-      out_views.push_back(outputs[k].view());
-    }
-    copied_bytes_ = executor.run(views, out_views, symbols);
-    return outputs;
+    return run_on_cpu(std::make_shared<const ir::Graph>(passes::optimize(graph_, options)), std::move(inputs),
+                      &copied_bytes_);
   }
 
   // Bytes the last run() copied from scatter bases.

@@ -18,6 +18,7 @@
 
 #include "common/error.h"
 #include "pt2/archive.h"
+#include "error_helpers.h"
 #include "zip_helpers.h"
 #include "pt2/parse.h"
 #include "pt2/schema.h"
@@ -33,27 +34,7 @@ using Kind = Argument::Kind;
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-// Runs `body`, which must throw luminal::Error, and returns the message ("" plus a test failure
-// otherwise).
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected luminal::Error, got another exception: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected luminal::Error, nothing was thrown";
-  return "";
-}
-
-#define EXPECT_CONTAINS(haystack, needle)                               \
-  do {                                                                  \
-    const std::string haystack_ = (haystack);                           \
-    EXPECT_NE(haystack_.find(needle), std::string::npos)                \
-        << "expected to find \"" << (needle) << "\" in: " << haystack_; \
-  } while (false)
+using testing::error_of;
 
 std::string fixture_path(const std::string& name) {
   return std::string(LUMINAL_FIXTURE_DIR) + "/" + name;

@@ -17,30 +17,13 @@
 #include "common/error.h"
 #include "pt2/archive.h"
 #include "pt2/zip_reader.h"
+#include "error_helpers.h"
 #include "zip_helpers.h"
 
 namespace luminal::pt2 {
 namespace {
 
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected luminal::Error, got another exception: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected luminal::Error, nothing was thrown";
-  return "";
-}
-
-#define EXPECT_CONTAINS(haystack, needle)                               \
-  do {                                                                  \
-    const std::string haystack_ = (haystack);                           \
-    EXPECT_NE(haystack_.find(needle), std::string::npos)                \
-        << "expected to find \"" << (needle) << "\" in: " << haystack_; \
-  } while (false)
+using testing::error_of;
 
 void put(std::string& out, uint64_t value, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFF));
