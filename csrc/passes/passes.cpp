@@ -632,6 +632,26 @@ bool read_once_per_evaluation(const Node& consumer, size_t slot) {
   return ok;
 }
 
+// A producer with folds inlined into a fused row must not make the row repeat them: its own folds
+// are computed once per row of the producer (it is a fused row itself), and every read maps the
+// producer's row to the consumer's row (its outer indices vary with no fold's variable and not
+// along the consumer's row).
+bool folds_stay_per_row(const Node& consumer, size_t slot, const Node& producer) {
+  if (!is_fused_row(producer)) return false;
+  const int innermost = static_cast<int>(consumer.rank()) - 1;
+  bool ok = true;
+  ir::visit(consumer.body, [&](const Expr& e) {
+    if (e->op != ExprOp::Load || e->index != static_cast<int>(slot)) return;
+    for (size_t d = 0; d + 1 < e->load_rank(); ++d) {
+      const Expr& index = e->args[d];
+      bool varies = !ir::free_reduce_vars(index).empty();
+      ir::visit(index, [&](const Expr& x) { varies = varies || (x->op == ExprOp::LoopVar && x->index == innermost); });
+      ok = ok && !varies;
+    }
+  });
+  return ok;
+}
+
 // Inlines into `consumer` every producer with folds that it reads once per row (rounds: a
 // variance's body reads the mean). Returns whether anything was inlined.
 bool inline_row_folds(Graph& graph, Node& consumer, const OptimizeOptions& options) {
@@ -678,6 +698,7 @@ bool inline_cheap_producers(Graph& graph, Node& consumer, const std::vector<int>
     if (producer.kind != NodeKind::Pointwise || producer.contraction != ir::Contraction::None) continue;
     if (uses[producer.id] != 1 || ops_outside_folds(producer.body) > kRowRecomputeOps) continue;
     if (!read_once_per_evaluation(consumer, slot)) continue;
+    if (ir::contains_op(producer.body, ExprOp::Fold) && !folds_stay_per_row(consumer, slot, producer)) continue;
     const Node before = consumer;
     inline_slot(graph, consumer, slot);
     if (!is_fused_row(consumer)) {

@@ -145,6 +145,31 @@ TEST(RowFusion, LeavesAFoldThatEveryRowWouldRecompute) {
   EXPECT_EQ(compute_nodes(fused), compute_nodes(optimized)) << fused.to_string();
 }
 
+TEST(RowFusion, KeepsAProducerWhoseFoldsVaryAlongTheRow) {
+  // y = relu(x @ w) with a short K (a fold per element), then y minus its row mean: y's folds
+  // depend on the column, so inlining y into the row would repeat them at every read it makes.
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(6), int_const(4)});
+  const NodeId w = f.input(DType::F32, {int_const(4), int_const(40)});
+  const NodeId y = f.b().elementwise({frontend::Operand::of(f.b().matmul(x, w))}, DType::F32, DType::F32,
+                                     [](const std::vector<Expr>& v) { return ir::unary(ExprOp::Relu, v[0]); });
+  f.output(binary(f, y, row_mean(f, y, 1.0 / 40), ExprOp::Sub));
+  const ir::Graph optimized = passes::optimize(f.graph());
+  const ir::Graph fused = passes::fuse_row_broadcasts(optimized);
+  for (const ir::Node& node : fused.nodes()) {
+    if (!schedule::has_row_invariant_fold(node)) continue;
+    ir::visit(node.body, [&](const Expr& e) {
+      if (e->op != ExprOp::Fold) return;
+      bool reads_column = false;
+      ir::visit(e, [&](const Expr& v) { reads_column = reads_column || (v->op == ExprOp::LoopVar && v->index == 1); });
+      EXPECT_FALSE(reads_column) << "a row repeats a per-element fold: " << ir::to_string(node.body);
+    });
+  }
+  EXPECT_EQ(compute_nodes(fused), 2u) << fused.to_string();  // y stays a kernel of its own
+  const std::vector<Host> inputs = random_inputs(fused, 7);
+  EXPECT_EQ(run(fused, inputs)[0].bytes, run(optimized, inputs)[0].bytes);
+}
+
 TEST(RowFusion, CanonicalFoldVarsGiveEqualFoldsEqualVariables) {
   const Expr x = [] {
     return ir::load(0, DType::F32, {ir::loop_var(0), ir::reduce_var(4)});
