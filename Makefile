@@ -1,6 +1,7 @@
 # Two entry points do everything on a fresh Debian 12 machine:
 #   make test   installs what is missing, builds, runs ctest, pytest and a 30 s fuzz smoke
 #   make demo   installs what is missing, builds, runs the DLRM example against eager
+# `make build` also builds luminal-run, the torch-free C++ runner, as $(BUILD_DIR)/luminal-run.
 # Hardening (see README, "Threat model"):
 #   make test-sanitize   the core's unit tests built with ASan + UBSan (build/sanitize)
 #   make fuzz            each libFuzzer target for FUZZ_SECONDS (default 30) (build/fuzz)
@@ -62,7 +63,8 @@ $(VENV_STAMP):
 
 $(BUILD_STAMP): $(APT_STAMP) $(VENV_STAMP) $(SOURCES)
 	$(PY) -m pip install -q --no-build-isolation --no-deps -e . \
-	  -Cbuild-dir=$(BUILD_DIR) -Ccmake.define.LUMINAL_BUILD_TESTS=ON -Ccmake.build-type=Release
+	  -Cbuild-dir=$(BUILD_DIR) -Ccmake.define.LUMINAL_BUILD_TESTS=ON -Ccmake.define.LUMINAL_BUILD_RUNNER=ON \
+	  -Ccmake.build-type=Release
 	@touch $@
 
 build: $(BUILD_STAMP)
@@ -70,8 +72,9 @@ build: $(BUILD_STAMP)
 test-cpp: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
 
+# tests/test_runner.py runs the C++ runner built above (LUMINAL_RUN) against luminal.load.
 test-py: build
-	$(PY) -m pytest -q tests
+	LUMINAL_RUN=$(abspath $(BUILD_DIR))/luminal-run $(PY) -m pytest -q tests
 
 test: test-cpp test-py fuzz-smoke
 

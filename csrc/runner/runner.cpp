@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "common/checked.h"
+#include "common/config.h"
 #include "common/error.h"
 #include "ir/expr.h"
 #include "runtime/compiled.h"
@@ -49,6 +50,13 @@ void check_writable(const std::vector<runtime::TensorView>& inputs, size_t k, co
                   "input #", k, " '", name, "' is updated in place by the program and shares memory with input #",
                   other);
   }
+}
+
+// LUMINAL_POISON_OUTPUTS: outputs start as NaN (all bytes 0xff in every float dtype), -1 (255 for
+// uint8) or the invalid bool byte 0x5A, so that an element the program fails to write cannot pass
+// for a computed zero (as the Python binding does).
+void poison(HostTensor& tensor) {
+  std::memset(tensor.data(), tensor.dtype() == DType::Bool ? 0x5A : 0xff, tensor.nbytes());
 }
 
 }  // namespace
@@ -120,11 +128,13 @@ std::vector<HostTensor> Model::run(const std::vector<runtime::TensorView>& input
       check_writable(inputs, k, graph_->input(k).name);
     }
   }
+  const bool poison_outputs = config()->poison_outputs;
   std::vector<HostTensor> results(infos.size());
   std::vector<runtime::TensorView> views(infos.size());
   for (size_t k = 0; k < infos.size(); ++k) {
     if (!infos[k].is_tensor) continue;  // an empty view: the core skips integer outputs
     results[k] = HostTensor(infos[k].dtype, graph_->output_shape(k, symbols), str_cat("output #", k));
+    if (poison_outputs) poison(results[k]);
     views[k] = results[k].view();
   }
   graph_->run(inputs, views, symbols);
