@@ -77,7 +77,8 @@ def run_runner(runner: Path, archive: Path, inputs: Sequence[torch.Tensor], work
     result = run_cli(runner, *arguments, "--output-dir", out)
     assert result.returncode == 0, f"luminal-run failed ({result.returncode}): {result.stderr}"
     written = sorted(out.glob("output_*.npy"), key=lambda p: int(p.stem.split("_")[1]))
-    assert len(result.stdout.splitlines()) == len(written)
+    updated = list(out.glob("updated_input_*.npy"))
+    assert len(result.stdout.splitlines()) == len(written) + len(updated), result.stdout
     return written
 
 
@@ -175,6 +176,32 @@ def test_every_dtype_round_trips_through_npy(runner: Path, tmp_path: Path) -> No
     archive = export_to(tmp_path / "dtypes.pt2", model, tuple(inputs))
     inputs = [rand(3, 5, dtype=dtype) for dtype in dtypes]
     check_against_python(runner, archive, inputs, list(model(*inputs)), tmp_path)
+
+
+class AddInPlace(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, int]:
+        x.add_(y)
+        return x * 2, x.shape[0]
+
+
+def test_inputs_updated_in_place_and_integer_outputs(runner: Path, tmp_path: Path) -> None:
+    dynamic = ({0: Dim("rows")}, {0: Dim("rows")})
+    archive = export_to(tmp_path / "inplace.pt2", AddInPlace(), (rand(3, 4), rand(3, 4)), dynamic)
+    x, y = rand(5, 4), rand(5, 4)
+    updated = x.clone()
+    python = luminal.load(archive)(updated, y)  # updates `updated` in place
+    eager_x = x.clone()
+    eager = AddInPlace()(eager_x, y)
+    written = run_runner(runner, archive, [x, y], tmp_path)
+    assert [p.name for p in written] == ["output_0.npy", "output_1.npy"]
+    assert raw_bytes(from_npy(written[0], torch.float32)) == raw_bytes(python[0])
+    assert_same(from_npy(written[0], torch.float32), eager[0])
+    count = np.load(written[1])
+    assert count.dtype == np.int64 and count.shape == () and int(count) == python[1] == eager[1] == 5
+    new_x = from_npy(tmp_path / "out" / "updated_input_0.npy", torch.float32)
+    assert raw_bytes(new_x) == raw_bytes(updated)
+    assert_same(new_x, eager_x)
+    assert not torch.equal(new_x, x)
 
 
 def test_errors_are_one_line_with_a_nonzero_exit(runner: Path, tmp_path: Path) -> None:

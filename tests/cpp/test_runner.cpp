@@ -238,3 +238,56 @@ TEST(RunnerModel, ListsShapeSymbols) {
   EXPECT_NE(model.inputs()[0].shape[0].find_first_not_of("0123456789"), std::string::npos)
       << "the first dimension is symbolic: " << model.inputs()[0].shape[0];
 }
+
+TEST(RunnerModel, TakesStridedInputsAsTheyAre) {
+  const auto model = runner::Model::load(fixture("mlp.pt2"));
+  HostTensor dense(DType::F32, {2, 4}, "x");
+  HostTensor transposed(DType::F32, {4, 2}, "storage");  // x^T in memory: x viewed with strides [1, 2]
+  auto* values = reinterpret_cast<float*>(dense.data());
+  auto* storage = reinterpret_cast<float*>(transposed.data());
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      values[i * 4 + j] = 0.37f * static_cast<float>(i * 4 + j) - 1.1f;
+      storage[j * 2 + i] = values[i * 4 + j];
+    }
+  }
+  runtime::TensorView strided = transposed.view();
+  strided.sizes = {2, 4};
+  strided.strides = {1, 2};
+  const HostTensor from_dense = model.run({dense.view()}).at(0);
+  const HostTensor from_strided = model.run({strided}).at(0);
+  ASSERT_EQ(from_dense.nbytes(), from_strided.nbytes());
+  EXPECT_EQ(std::memcmp(from_dense.data(), from_strided.data(), from_dense.nbytes()), 0);
+}
+
+TEST(RunnerModel, WritesInputsUpdatedInPlaceBack) {
+  const auto model = runner::Model::load(fixture("inplace.pt2"));
+  ASSERT_EQ(model.inputs().size(), 2u);
+  ASSERT_EQ(model.updated_inputs(), std::vector<size_t>{0});
+  EXPECT_CONTAINS(model.signature_text(), "updates input 0 x in place");
+  HostTensor x(DType::F32, {2, 3}, "x"), y(DType::F32, {2, 3}, "y");
+  auto* xs = reinterpret_cast<float*>(x.data());
+  auto* ys = reinterpret_cast<float*>(y.data());
+  for (int i = 0; i < 6; ++i) {
+    xs[i] = 0.5f * static_cast<float>(i) - 1.25f;
+    ys[i] = 2.0f - 0.75f * static_cast<float>(i);
+  }
+  std::vector<float> sum(6);
+  for (int i = 0; i < 6; ++i) sum[i] = xs[i] + ys[i];
+  const std::vector<HostTensor> outputs = model.run({x.view(), y.view()});
+  ASSERT_EQ(outputs.size(), 1u) << "the new value of x is no user output";
+  const auto* doubled = reinterpret_cast<const float*>(outputs[0].data());
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(xs[i], sum[i]) << "x was updated in place, element " << i;
+    EXPECT_EQ(doubled[i], 2 * sum[i]) << i;
+  }
+
+  // x aliasing y: eager would see the update through y; the runner refuses.
+  EXPECT_CONTAINS(error_of([&] { model.run({x.view(), x.view()}); }), "shares memory with input #1");
+  // A strided x cannot be written back as one block.
+  HostTensor wide(DType::F32, {3, 2}, "storage");
+  runtime::TensorView strided = wide.view();
+  strided.sizes = {2, 3};
+  strided.strides = {1, 2};
+  EXPECT_CONTAINS(error_of([&] { model.run({strided, y.view()}); }), "must be contiguous");
+}
