@@ -10,7 +10,7 @@ namespace luminal::runner {
 HostTensor::HostTensor(DType dtype, std::vector<int64_t> sizes, const std::string& what)
     : dtype_(dtype), sizes_(std::move(sizes)) {
   numel_ = element_count(sizes_, what);
-  nbytes_ = byte_count(numel_, dtype_, what);
+  nbytes_ = feasible_tensor_bytes(sizes_, dtype_, what);  // refuses more than this machine could hold
   storage_.assign(std::max<size_t>(nbytes_, 1), 0);
 }
 

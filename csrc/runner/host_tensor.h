@@ -14,8 +14,8 @@ namespace luminal::runner {
 class HostTensor {
  public:
   HostTensor() = default;
-  // Zero-filled storage for a dense tensor of these sizes (byte count overflow-checked; `what`
-  // names the tensor in the error).
+  // Zero-filled storage for a dense tensor of these sizes (byte count overflow-checked, and at most
+  // max_tensor_bytes(); `what` names the tensor in the error).
   HostTensor(DType dtype, std::vector<int64_t> sizes, const std::string& what);
 
   DType dtype() const { return dtype_; }

@@ -6,8 +6,6 @@
 //
 // Exit status: 0 on success, 1 when loading or running fails, 2 for a bad command line; a failure
 // prints one line "luminal-run: error: ..." on stderr.
-#include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <iostream>

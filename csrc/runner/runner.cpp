@@ -116,8 +116,9 @@ std::vector<HostTensor> Model::run(const std::vector<runtime::TensorView>& input
                   runtime::device_name(view.device), ": the runner runs on the CPU and takes host memory");
     LUMINAL_CHECK(view.sizes.size() == view.strides.size(), "input #", k, " has ", view.sizes.size(), " sizes but ",
                   view.strides.size(), " strides");
-    LUMINAL_CHECK(view.data != nullptr || element_count(view.sizes, "input") == 0, "input #", k,
-                  " has no data pointer but ", element_count(view.sizes, "input"), " elements");
+    const int64_t elements = element_count(view.sizes, str_cat("input #", k));
+    LUMINAL_CHECK(view.data != nullptr || elements == 0, "input #", k, " has no data pointer but ", elements,
+                  " elements");
   }
   const runtime::SymbolValues symbols = graph_->bind(inputs);  // count, dtypes, shapes, symbols
 
