@@ -1,6 +1,7 @@
 # Two entry points do everything on a fresh Debian 12 machine:
-#   make test   installs what is missing, builds, runs ctest, pytest and a 30 s fuzz smoke
+#   make test   installs what is missing, builds, runs ctest, pytest and a 40 s fuzz smoke
 #   make demo   installs what is missing, builds, runs the DLRM example against eager
+# `make build` also builds luminal-run, the torch-free C++ runner, as $(BUILD_DIR)/luminal-run.
 # Hardening (see README, "Threat model"):
 #   make test-sanitize   the core's unit tests built with ASan + UBSan (build/sanitize)
 #   make fuzz            each libFuzzer target for FUZZ_SECONDS (default 30) (build/fuzz)
@@ -29,10 +30,10 @@ SOURCES := $(shell find csrc -name '*.cpp' -o -name '*.h' -o -name '*.inc' 2>/de
 
 SANITIZE_DIR := build/sanitize
 FUZZ_DIR := build/fuzz
-FUZZ_TARGETS := pt2_fuzzer pt2_compile_fuzzer pt2_run_fuzzer
+FUZZ_TARGETS := pt2_fuzzer pt2_compile_fuzzer pt2_run_fuzzer npy_fuzzer
 FUZZ_SECONDS ?= 30
 # libFuzzer: 1 GiB RSS (and, by default, the same limit on one allocation), 10 s per input.
-FUZZ_FLAGS := -rss_limit_mb=1024 -timeout=10 -max_len=65536 -dict=fuzz/pt2.dict -print_final_stats=1 -print_funcs=0
+FUZZ_FLAGS := -rss_limit_mb=1024 -timeout=10 -max_len=65536 -print_final_stats=1 -print_funcs=0
 CCACHE := $(if $(shell command -v ccache 2>/dev/null),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 .PHONY: all deps build test test-cpp test-py test-sanitize fuzz fuzz-build fuzz-smoke demo lint wheel wheel-check clean
@@ -62,7 +63,8 @@ $(VENV_STAMP):
 
 $(BUILD_STAMP): $(APT_STAMP) $(VENV_STAMP) $(SOURCES)
 	$(PY) -m pip install -q --no-build-isolation --no-deps -e . \
-	  -Cbuild-dir=$(BUILD_DIR) -Ccmake.define.LUMINAL_BUILD_TESTS=ON -Ccmake.build-type=Release
+	  -Cbuild-dir=$(BUILD_DIR) -Ccmake.define.LUMINAL_BUILD_TESTS=ON -Ccmake.define.LUMINAL_BUILD_RUNNER=ON \
+	  -Ccmake.build-type=Release
 	@touch $@
 
 build: $(BUILD_STAMP)
@@ -70,8 +72,9 @@ build: $(BUILD_STAMP)
 test-cpp: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
 
+# tests/test_runner.py runs the C++ runner built above (LUMINAL_RUN) against luminal.load.
 test-py: build
-	$(PY) -m pytest -q tests
+	LUMINAL_RUN=$(abspath $(BUILD_DIR))/luminal-run $(PY) -m pytest -q tests
 
 test: test-cpp test-py fuzz-smoke
 
@@ -90,15 +93,18 @@ fuzz-build: $(APT_STAMP)
 	  -DLUMINAL_BUILD_PYTHON=OFF -DLUMINAL_FUZZ=ON $(CCACHE)
 	cmake --build $(FUZZ_DIR) -j2 --target $(FUZZ_TARGETS)
 
-# New inputs go to build/fuzz/corpus-<target> (the seeds in fuzz/corpus stay as committed); a
-# finding is written to build/fuzz/artifacts/ and fails the target. Add it to fuzz/regressions/
-# once fixed: ctest runs those (they are no seeds here: some take seconds each under ASan).
+# New inputs go to build/fuzz/corpus-<target> (the seeds in fuzz/corpus, and fuzz/npy_corpus for the
+# .npy reader, stay as committed); a finding is written to build/fuzz/artifacts/ and fails the
+# target. Add it to fuzz/regressions/ once fixed: ctest runs those (they are no seeds here: some
+# take seconds each under ASan).
 fuzz: fuzz-build
 	@mkdir -p $(FUZZ_DIR)/artifacts
 	@for target in $(FUZZ_TARGETS); do \
 	  mkdir -p $(FUZZ_DIR)/corpus-$$target; \
+	  seeds=fuzz/corpus; dict=-dict=fuzz/pt2.dict; \
+	  if [ $$target = npy_fuzzer ]; then seeds=fuzz/npy_corpus; dict=; fi; \
 	  echo "fuzzing $$target for $(FUZZ_SECONDS) s"; \
-	  $(FUZZ_DIR)/$$target $(FUZZ_DIR)/corpus-$$target fuzz/corpus $(FUZZ_FLAGS) \
+	  $(FUZZ_DIR)/$$target $(FUZZ_DIR)/corpus-$$target $$seeds $(FUZZ_FLAGS) $$dict \
 	    -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=$(FUZZ_DIR)/artifacts/ || exit 1; \
 	done
 
