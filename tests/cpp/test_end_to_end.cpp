@@ -13,20 +13,15 @@
 #include "common/error.h"
 #include "common/half.h"
 #include "runtime/compiled.h"
+#include "fixture_helpers.h"
 
 using namespace luminal;
 using runtime::TensorView;
 
 namespace {
 
-std::string fixture(const std::string& name) { return std::string(LUMINAL_FIXTURE_DIR) + "/" + name; }
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return nlohmann::json::parse(text.str());
-}
+using luminal::testing::fixture;
+using luminal::testing::read_json;
 
 DType dtype_named(const std::string& name) {
   for (DType dtype : kAllDTypes) {

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "error_helpers.h"
+#include "fixture_helpers.h"
 #include "runner/npy.h"
 #include "runner/runner.h"
 
@@ -211,14 +212,8 @@ TEST(Npy, ReadsAndWritesFiles) {
 
 namespace {
 
-std::string fixture(const std::string& name) { return std::string(LUMINAL_FIXTURE_DIR) + "/" + name; }
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return nlohmann::json::parse(text.str());
-}
+using luminal::testing::fixture;
+using luminal::testing::read_json;
 
 HostTensor f32_tensor(const nlohmann::json& record) {
   HostTensor t(DType::F32, record.at("sizes").get<std::vector<int64_t>>(), "record");
