@@ -17,7 +17,8 @@ TTFT: one prefill forward of batch 1 at each prompt length (logits of the last p
 call median and p90 from CUDA events after warm-up. TPOT: transformers' StaticCache, batch 1 and 8: a
 prompt of --decode-prompt tokens fills the cache in eager, then --new-tokens single-token steps run
 (cache_position advancing); the first step compiles and is checked against eager's first step, three
-more warm up, the rest are timed one by one (median and p90 ms per token).
+more warm up, the rest but the last are timed one by one (median and p90 ms per token), and the last
+is checked against eager's last step (which reads what every earlier step wrote into the cache).
 
 Backends: eager, inductor (torch.compile default), inductor-ro (mode="reduce-overhead": CUDA graphs),
 luminal (torch.compile(backend="luminal")) and luminal-aot (luminal.compile: exported once, called
@@ -142,7 +143,7 @@ TINY_FIELDS = {
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
     "head_dim": 16,
-    "sliding_window": 8,
+    "sliding_window": 24,  # longer than a tiny decode: as in the full-size run, no window fills
     "max_position_embeddings": 256,
 }
 
@@ -200,7 +201,11 @@ class Clock:
 
 def summarize(times: list[float]) -> dict[str, Any]:
     ordered = sorted(times)
-    return {"median_ms": statistics.median(ordered), "p90_ms": ordered[int(0.9 * (len(ordered) - 1))], "calls": len(ordered)}
+    return {
+        "median_ms": statistics.median(ordered),
+        "p90_ms": ordered[int(0.9 * (len(ordered) - 1))],
+        "calls": len(ordered),
+    }
 
 
 def time_calls(clock: Clock, call: Callable[[], Any], seconds: float) -> dict[str, Any]:
@@ -283,9 +288,28 @@ def cache_slots(cache: Any) -> list[Slot]:
     return slots
 
 
+def decode(model: torch.nn.Module, token: torch.Tensor, position: torch.Tensor, cache: Any, keep: Any) -> Any:
+    """One decode step. The positions are passed, not derived from the cache's length: transformers
+    5.x derives them from a Python int of the first layer's cache (a sliding layer in Gemma 3), which
+    an exported program would hold fixed at the export's value."""
+    return model(
+        input_ids=token,
+        past_key_values=cache,
+        cache_position=position,
+        position_ids=position.view(1, -1),
+        use_cache=True,
+        **keep,
+    ).logits
+
+
 class _DecodeStep(torch.nn.Module):
     """One decode step with the cache's tensors as arguments (for luminal.compile, which takes
-    tensors): they are put in the cache for the call, which updates them in place."""
+    tensors): they are put in the cache for the call, which updates them in place. What the cache
+    holds as Python ints (a sliding layer's length in transformers 5.x) is fixed at export: the
+    mask's query offset, read from the first layer (a sliding one in Gemma 3), is taken from the
+    position tensor instead; the rest (window full or not, the window's start once full) stays
+    right while no window fills during the decode, and the row's last-step check against eager
+    says when it did not."""
 
     def __init__(self, model: torch.nn.Module, cache: Any, keep: dict[str, int]) -> None:
         super().__init__()
@@ -299,12 +323,15 @@ class _DecodeStep(torch.nn.Module):
         saved = [slot.get() for slot in slots]
         for slot, value in zip(slots, state, strict=True):
             slot.set(value)
+        cache = self.__dict__["cache"]
+        offset = hasattr(type(cache), "get_query_offset")  # transformers 5.x
+        if offset:  # the query's offset is the token's position: a tensor, not a sliding layer's int
+            cache.get_query_offset = lambda layer_idx=0: position.reshape(())
         try:
-            cache = self.__dict__["cache"]
-            return self.model(
-                input_ids=token, past_key_values=cache, cache_position=position, use_cache=True, **self.keep
-            ).logits
+            return decode(self.model, token, position, cache, self.keep)
         finally:
+            if offset:
+                del cache.get_query_offset
             for slot, value in zip(slots, saved, strict=True):
                 slot.set(value)
 
@@ -441,12 +468,15 @@ def tpot_rows(
         return cache
 
     def step(token: torch.Tensor, position: torch.Tensor, cache: Any) -> torch.Tensor:
-        return model(input_ids=token, past_key_values=cache, cache_position=position, use_cache=True, **keep).logits
+        return decode(model, token, position, cache, keep)
 
     rows = []
     with torch.no_grad():
         reference = filled_cache()
         expected = step(tokens[0], positions[0], reference).float()
+        for t in range(1, new_tokens - 1):
+            step(tokens[t], positions[t], reference)
+        expected_last = step(tokens[-1], positions[-1], reference).float()  # reads every step's cache writes
         weights = weight_bytes_per_step(model, batch)
         kv = kv_bytes_per_step(reference, prompt + new_tokens // 2)
         del reference
@@ -486,7 +516,9 @@ def tpot_rows(
                 row["max_error_relative"] = relative_error(actual, expected)
                 for t in range(1, min(4, new_tokens)):
                     call(t)
-                row.update(summarize([clock.time_ms(lambda t=t: call(t)) for t in range(min(4, new_tokens), new_tokens)]))
+                times = [clock.time_ms(lambda t=t: call(t)) for t in range(min(4, new_tokens), new_tokens - 1)]
+                row.update(summarize(times))
+                row["max_error_relative_last"] = relative_error(call(new_tokens - 1), expected_last)
 
             measured(row, body, graphs)
             rows.append(row)
@@ -518,8 +550,10 @@ def format_row(row: dict[str, Any]) -> str:
         f"{head} {row['median_ms']:9.3f} ms  p90 {row['p90_ms']:9.3f}  first call {row['first_call_s']:6.1f} s"
         f"  err {row['max_error_relative']:.1e}  fallbacks {row['fallbacks']}"
     )
+    if "max_error_relative_last" in row:
+        text += f"  last step err {row['max_error_relative_last']:.1e}"
     if "graphs" in row:
-        text += f"  graphs {row['graphs']}"
+        text += f"  graphs {row['graphs']} (breaks {row['graph_breaks']})"
     if "roofline_ms" in row:
         text += f"  roofline {row['roofline_ms']:.3f} ms ({row['roofline_ms'] / row['median_ms']:.0%})"
     return text
@@ -596,7 +630,7 @@ def main() -> int:
     parser.add_argument("--prompts", nargs="+", type=int, help="TTFT prompt lengths (128 512 2048; tiny: 8 16)")
     parser.add_argument("--batches", nargs="+", type=int, help="TPOT batch sizes (1 8; tiny: 1 2)")
     parser.add_argument("--decode-prompt", type=int, help="tokens in the cache before decoding (128; tiny: 8)")
-    parser.add_argument("--new-tokens", type=int, help="decode steps per TPOT row (128; tiny: 8)")
+    parser.add_argument("--new-tokens", type=int, help="decode steps per TPOT row (128; tiny: 10; at least 6)")
     parser.add_argument("--skip", nargs="*", default=[], choices=["ttft", "tpot"])
     parser.add_argument("--seconds", type=float, default=2.0, help="timed seconds per TTFT row (5 to 200 calls)")
     parser.add_argument("--tiny", action="store_true", help="tiny models and lengths; runs on the CPU")
@@ -604,17 +638,21 @@ def main() -> int:
     parser.add_argument("--plot", type=Path)
     parser.add_argument("--table", type=Path, help="also write the markdown table here")
     args = parser.parse_args()
+    if args.new_tokens is not None and args.new_tokens < 6:
+        parser.error("--new-tokens must be at least 6 (one compiles, three warm up, the last is checked)")
     cuda = torch.cuda.is_available()
     if not cuda and not args.tiny:
         print("llm_bench needs a CUDA device (--tiny runs small models on the CPU)")
         return 2
     device = "cuda" if cuda else "cpu"
+    if not cuda:
+        torch.set_num_threads(1)  # a smoke test on a shared CPU: OpenMP threads waiting on a busy core stall
     dtype = torch.bfloat16 if cuda else torch.float32  # luminal's CPU engine is the float32 reference
     prompts = args.prompts or ([8, 16] if args.tiny else [128, 512, 2048])
     batches = args.batches or ([1, 2] if args.tiny else [1, 8])
     decode_prompt = args.decode_prompt or (8 if args.tiny else 128)
-    new_tokens = args.new_tokens or (8 if args.tiny else 128)
-    seconds = 0.2 if args.tiny else args.seconds
+    new_tokens = args.new_tokens or (10 if args.tiny else 128)
+    seconds = 0.05 if args.tiny else args.seconds
     clock = Clock(device)
     torch.backends.cuda.matmul.allow_tf32 = False
     bandwidth = copy_bandwidth(device, clock, 64 if args.tiny else 1024)

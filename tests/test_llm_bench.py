@@ -1,0 +1,85 @@
+"""benchmarks/llm_bench.py runs: its --tiny mode on the CPU, eager and luminal side by side, gives a
+JSON row per workload and backend with finite times, small errors and no fallback; without a GPU the
+full-size run says it needs one."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "llm_bench.py"
+MODELS = ["llama_1b", "qwen3_1_7b", "gemma3_1b", "qwen3_moe"]
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "python"), os.environ.get("PYTHONPATH", "")])}
+    env["PYTHONWARNINGS"] = "default"  # the script counts luminal's fallback warnings itself
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=300, check=False
+    )
+
+
+def test_tiny_run_writes_finite_rows(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    out = tmp_path / "llm.json"
+    table = tmp_path / "llm.md"
+    result = run_script(
+        "--tiny", "--models", *MODELS, "--backends", "eager", "luminal", "--prompts", "8", "--batches", "2",
+        "--json", str(out), "--table", str(table),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(out.read_text())
+    assert report["meta"]["tiny"] is True
+    assert report["meta"]["copy_bandwidth_GBps"] > 0
+    rows = report["rows"]
+    expected = {
+        (kind, model, backend) for kind in ("ttft", "tpot") for model in MODELS for backend in ("eager", "luminal")
+    }
+    assert {(r["kind"], r["model"], r["backend"]) for r in rows} == expected
+    for row in rows:
+        assert "error" not in row, row
+        for key in ("median_ms", "p90_ms", "first_call_s", "max_error_relative"):
+            assert math.isfinite(row[key]) and row[key] >= 0, (key, row)
+        assert row["median_ms"] > 0 and row["calls"] >= 3, row
+        assert row["max_error_relative"] < 1e-4, row  # float32 on the CPU
+        assert row["fallbacks"] == 0, row
+        if row["kind"] == "tpot":
+            assert row["batch"] == 2
+            assert row["max_error_relative_last"] < 1e-4, row  # the cache writes were right
+            assert row["weight_bytes"] > 0 and row["kv_bytes"] > 0
+            assert math.isfinite(row["roofline_ms"]) and row["roofline_ms"] > 0
+        if row["backend"] == "luminal":
+            assert row["graphs"] >= 1, row
+    assert "| TPOT gemma3_1b batch 2 (ms/token) |" in table.read_text()
+
+
+def test_tiny_decode_through_luminal_compile(tmp_path: Path) -> None:
+    """luminal.compile's decode step takes the cache tensors as arguments and updates them in place;
+    Gemma 3's sliding layers hold Python ints, which the step must not freeze into wrong positions."""
+    pytest.importorskip("transformers")
+    out = tmp_path / "llm.json"
+    result = run_script(
+        "--tiny", "--models", "gemma3_1b", "--backends", "luminal-aot", "--skip", "ttft", "--batches", "2",
+        "--json", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    (row,) = json.loads(out.read_text())["rows"]
+    assert "error" not in row, row
+    assert (row["kind"], row["backend"], row["fallbacks"]) == ("tpot", "luminal-aot", 0), row
+    assert math.isfinite(row["median_ms"]) and row["median_ms"] > 0, row
+    assert row["max_error_relative"] < 1e-4 and row["max_error_relative_last"] < 1e-4, row
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the full-size run only refuses on a machine without CUDA")
+def test_full_size_run_needs_a_gpu() -> None:
+    result = run_script("--models", "llama_1b")
+    assert result.returncode == 2
+    assert "needs a CUDA device" in result.stdout
