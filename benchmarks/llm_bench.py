@@ -396,13 +396,16 @@ def ttft_rows(
 
 
 def new_cache(model: torch.nn.Module, batch: int, length: int) -> Any:
-    """A StaticCache under the constructor of transformers 5.x / 4.56+ or of older 4.x versions."""
+    """A StaticCache under the constructor of transformers 5.x / 4.56+ or of older 4.x versions
+    (where a model with sliding layers takes a HybridCache, as its generate() does)."""
     import transformers
 
     parameters = inspect.signature(transformers.StaticCache.__init__).parameters
     parameter = next(model.parameters())
     if "max_batch_size" in parameters:  # transformers < 4.56: allocated up front
-        return transformers.StaticCache(
+        hybrid = getattr(model.config, "sliding_window", None) and hasattr(transformers, "HybridCache")
+        kind = transformers.HybridCache if hybrid else transformers.StaticCache  # Gemma 3's cache there
+        return kind(
             config=model.config,
             max_batch_size=batch,
             max_cache_len=length,
