@@ -615,7 +615,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         axis.set_yscale("log")
         axis.set_ylabel("ms per prefill (median)" if kind == "ttft" else "ms per token (median)")
         axis.set_title("TTFT: prefill, batch 1" if kind == "ttft" else "TPOT: StaticCache decode")
-        axis.legend(fontsize=7)
+        axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     figure.tight_layout()
     figure.savefig(path, dpi=120)
 
@@ -661,7 +661,7 @@ def main() -> int:
     bandwidth = copy_bandwidth(device, clock, 64 if args.tiny else 1024)
     import transformers
 
-    meta = {
+    meta: dict[str, Any] = {
         "device": torch.cuda.get_device_name() if cuda else "cpu",
         "torch": torch.__version__,
         "transformers": transformers.__version__,
@@ -675,6 +675,10 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     for name in args.models:
         model = build_model(name, args.tiny, device, dtype)
+        meta.setdefault("models", {})[name] = {
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "config": model.config.to_diff_dict(),
+        }
         if "ttft" not in args.skip:
             for prompt in prompts:
                 rows += ttft_rows(name, model, prompt, args.backends, clock, seconds)
