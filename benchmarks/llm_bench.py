@@ -5,7 +5,7 @@
                                    [--prompts 128 512 2048] [--batches 1 8] [--new-tokens 128]
                                    [--json benchmarks/results/h100_llm_bench.json]
                                    [--plot benchmarks/results/h100_llm_bench.png]
-                                   [--table benchmarks/results/h100_llm_bench.md] [--tiny]
+                                   [--table benchmarks/results/h100_llm_bench.md] [--append] [--tiny]
 
 Models (Hugging Face transformers, random weights, no downloads, bfloat16): a Llama-3.2-1B-shaped
 decoder (hidden 2048, 16 layers, GQA 32/8, vocab 128256, tied embeddings), a Qwen3-1.7B-shaped one
@@ -620,6 +620,17 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     figure.savefig(path, dpi=120)
 
 
+def merged(previous: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The previous rows, each replaced by a row of this run for the same workload and backend, then the new ones."""
+
+    def key(row: dict[str, Any]) -> tuple[Any, ...]:
+        return (row["kind"], row["model"], row["prompt"], row["batch"], row["backend"])
+
+    mine = {key(r): r for r in rows}
+    kept = [mine.pop(key(r), r) for r in previous]
+    return kept + [r for r in rows if key(r) in mine]
+
+
 def write_json(path: Path, meta: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     clean = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in r.items()} for r in rows]
@@ -640,6 +651,11 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path)
     parser.add_argument("--table", type=Path, help="also write the markdown table here")
+    parser.add_argument(
+        "--append",
+        action="store_true",
+        help="keep the rows already in --json (a run split over calls); a row measured again replaces the old one",
+    )
     args = parser.parse_args()
     if args.new_tokens is not None and args.new_tokens < 6:
         parser.error("--new-tokens must be at least 6 (one compiles, three warm up, the last is checked)")
@@ -673,6 +689,12 @@ def main() -> int:
     }
     print(f"{meta['device']}: copy bandwidth {bandwidth / 1e9:.0f} GB/s (read + written), {meta['dtype']}", flush=True)
     rows: list[dict[str, Any]] = []
+    previous = json.loads(args.json.read_text())["rows"] if args.append and args.json and args.json.exists() else []
+
+    def save() -> None:  # after every workload: a run cut short keeps what it measured
+        if args.json:
+            write_json(args.json, meta, merged(previous, rows))
+
     for name in args.models:
         model = build_model(name, args.tiny, device, dtype)
         meta.setdefault("models", {})[name] = {
@@ -682,15 +704,16 @@ def main() -> int:
         if "ttft" not in args.skip:
             for prompt in prompts:
                 rows += ttft_rows(name, model, prompt, args.backends, clock, seconds)
+                save()
         if "tpot" not in args.skip:
             for batch in batches:
                 rows += tpot_rows(name, model, batch, decode_prompt, new_tokens, args.backends, clock, bandwidth)
-        if args.json:  # after every model: a run cut short keeps what it measured
-            write_json(args.json, meta, rows)
+                save()
         del model
         release()
+    rows = merged(previous, rows)
     print()
-    table = markdown_table(rows, args.backends)
+    table = markdown_table(rows, [b for b in BACKENDS if any(r["backend"] == b for r in rows)])
     print(table)
     if args.table:
         args.table.parent.mkdir(parents=True, exist_ok=True)

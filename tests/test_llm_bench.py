@@ -4,6 +4,7 @@ full-size run says it needs one."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -83,3 +84,20 @@ def test_full_size_run_needs_a_gpu() -> None:
     result = run_script("--models", "llama_1b")
     assert result.returncode == 2
     assert "needs a CUDA device" in result.stdout
+
+
+def test_append_replaces_rows_measured_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--append (a run split over several calls): a workload and backend measured again replaces its
+    old row in place; rows of other workloads stay, new ones come last."""
+    spec = importlib.util.spec_from_file_location("llm_bench", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "llm_bench", bench)  # its dataclasses look their module up
+    spec.loader.exec_module(bench)
+
+    def row(model: str, backend: str, ms: float) -> dict[str, object]:
+        return {"kind": "tpot", "model": model, "prompt": 128, "batch": 1, "backend": backend, "median_ms": ms}
+
+    previous = [row("llama_1b", "eager", 1.0), row("llama_1b", "luminal", 2.0), row("gemma3_1b", "eager", 3.0)]
+    new = [row("llama_1b", "luminal", 4.0), row("qwen3_moe", "eager", 5.0)]
+    assert bench.merged(previous, new) == [previous[0], new[0], previous[2], new[1]]
