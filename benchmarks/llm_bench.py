@@ -689,7 +689,11 @@ def main() -> int:
     }
     print(f"{meta['device']}: copy bandwidth {bandwidth / 1e9:.0f} GB/s (read + written), {meta['dtype']}", flush=True)
     rows: list[dict[str, Any]] = []
-    previous = json.loads(args.json.read_text())["rows"] if args.append and args.json and args.json.exists() else []
+    previous: list[dict[str, Any]] = []
+    if args.append and args.json and args.json.exists():
+        report = json.loads(args.json.read_text())
+        previous = report["rows"]
+        meta["models"] = report["meta"].get("models", {})
 
     def save() -> None:  # after every workload: a run cut short keeps what it measured
         if args.json:
