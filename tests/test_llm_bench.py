@@ -29,22 +29,23 @@ def run_script(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_tiny_run_writes_finite_rows(tmp_path: Path) -> None:
+    """--tiny's defaults on the CPU: every model, TTFT and TPOT, eager, luminal and luminal.compile
+    (whose decode step updates the cache tensors it takes in place, and must not freeze Gemma 3's
+    sliding-layer lengths into wrong positions: the last step is checked against eager's)."""
     pytest.importorskip("transformers")
     out = tmp_path / "llm.json"
     table = tmp_path / "llm.md"
-    result = run_script(
-        "--tiny", "--models", *MODELS, "--backends", "eager", "luminal", "--prompts", "8", "--batches", "2",
-        "--json", str(out), "--table", str(table),
-    )  # fmt: skip
+    result = run_script("--tiny", "--json", str(out), "--table", str(table))
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(out.read_text())
     assert report["meta"]["tiny"] is True
     assert report["meta"]["copy_bandwidth_GBps"] > 0
+    assert set(report["meta"]["models"]) == set(MODELS)
     rows = report["rows"]
-    expected = {
-        (kind, model, backend) for kind in ("ttft", "tpot") for model in MODELS for backend in ("eager", "luminal")
-    }
+    backends = ("eager", "luminal", "luminal-aot")
+    expected = {(kind, model, backend) for kind in ("ttft", "tpot") for model in MODELS for backend in backends}
     assert {(r["kind"], r["model"], r["backend"]) for r in rows} == expected
+    assert len(rows) == len(expected)
     for row in rows:
         assert "error" not in row, row
         for key in ("median_ms", "p90_ms", "first_call_s", "max_error_relative"):
@@ -60,23 +61,6 @@ def test_tiny_run_writes_finite_rows(tmp_path: Path) -> None:
         if row["backend"] == "luminal":
             assert row["graphs"] >= 1, row
     assert "| TPOT gemma3_1b batch 2 (ms/token) |" in table.read_text()
-
-
-def test_tiny_decode_through_luminal_compile(tmp_path: Path) -> None:
-    """luminal.compile's decode step takes the cache tensors as arguments and updates them in place;
-    Gemma 3's sliding layers hold Python ints, which the step must not freeze into wrong positions."""
-    pytest.importorskip("transformers")
-    out = tmp_path / "llm.json"
-    result = run_script(
-        "--tiny", "--models", "gemma3_1b", "--backends", "luminal-aot", "--skip", "ttft", "--batches", "2",
-        "--json", str(out),
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    (row,) = json.loads(out.read_text())["rows"]
-    assert "error" not in row, row
-    assert (row["kind"], row["backend"], row["fallbacks"]) == ("tpot", "luminal-aot", 0), row
-    assert math.isfinite(row["median_ms"]) and row["median_ms"] > 0, row
-    assert row["max_error_relative"] < 1e-4 and row["max_error_relative_last"] < 1e-4, row
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the full-size run only refuses on a machine without CUDA")
