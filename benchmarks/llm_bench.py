@@ -404,7 +404,9 @@ def new_cache(model: torch.nn.Module, batch: int, length: int) -> Any:
     parameters = inspect.signature(transformers.StaticCache.__init__).parameters
     parameter = next(model.parameters())
     if "max_batch_size" in parameters:  # transformers < 4.56: allocated up front
-        hybrid = getattr(model.config, "sliding_window", None) and hasattr(transformers, "HybridCache")
+        config = model.config  # Qwen3's config has a sliding_window it does not use
+        sliding = getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True)
+        hybrid = sliding and hasattr(transformers, "HybridCache")
         kind = transformers.HybridCache if hybrid else transformers.StaticCache  # Gemma 3's cache there
         return kind(
             config=model.config,
