@@ -401,9 +401,9 @@ def new_cache(model: torch.nn.Module, batch: int, length: int) -> Any:
     (where a model with sliding layers takes a HybridCache, as its generate() does)."""
     import transformers
 
-    parameters = inspect.signature(transformers.StaticCache.__init__).parameters
+    major, minor = (int(part) for part in transformers.__version__.split(".")[:2])
     parameter = next(model.parameters())
-    if "max_batch_size" in parameters:  # transformers < 4.56: allocated up front
+    if (major, minor) < (4, 56):  # allocated up front (its __init__ may take only *args, **kwargs)
         config = model.config  # Qwen3's config has a sliding_window it does not use
         sliding = getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True)
         hybrid = sliding and hasattr(transformers, "HybridCache")
