@@ -16,6 +16,10 @@
 #include "codegen/cuda_codegen.h"
 #include "schedule/kernel_schedule.h"
 #include "schedule/plan.h"
+#if LUMINAL_HAVE_CUDA
+#include "runtime/cuda/executor.h"
+#include "runtime/cuda/program.h"
+#endif
 
 namespace luminal {
 namespace {
@@ -28,31 +32,36 @@ using testing::GraphFixture;
 using testing::Host;
 
 // Sum over dimension 1 of x [rows, cols], kept as [rows, 1], times `scale`.
-NodeId row_mean(GraphFixture& f, NodeId x, double scale) {
-  const NodeId sum = f.b().reduce_dims(x, {1}, true, ir::ReduceOp::Sum, DType::F32);
-  return f.b().elementwise({frontend::Operand::of(sum), frontend::Operand::number(scale, DType::F32)}, DType::F32,
-                           DType::F32, [](const std::vector<Expr>& v) { return ir::mul(v[0], v[1]); });
+NodeId row_mean(GraphFixture& f, NodeId x, double scale, DType dtype = DType::F32) {
+  const NodeId sum = f.b().reduce_dims(x, {1}, true, ir::ReduceOp::Sum, dtype);
+  return f.b().elementwise({frontend::Operand::of(sum), frontend::Operand::number(scale, dtype)}, dtype, dtype,
+                           [](const std::vector<Expr>& v) { return ir::mul(v[0], v[1]); });
 }
 
-NodeId binary(GraphFixture& f, NodeId a, NodeId b, ExprOp op) {
-  return f.b().elementwise({frontend::Operand::of(a), frontend::Operand::of(b)}, DType::F32, DType::F32,
+NodeId binary(GraphFixture& f, NodeId a, NodeId b, ExprOp op, DType dtype = DType::F32) {
+  return f.b().elementwise({frontend::Operand::of(a), frontend::Operand::of(b)}, dtype, dtype,
                            [op](const std::vector<Expr>& v) { return ir::binary(op, v[0], v[1]); });
 }
 
 // LayerNorm without affine parameters over the rows of (a + b), as the frontend decomposes it:
-// mean, variance of the centred values, normalized output.
-NodeId layer_norm_of_sum(GraphFixture& f, int64_t rows, int64_t cols) {
-  const NodeId a = f.input(DType::F32, {int_const(rows), int_const(cols)});
-  const NodeId b = f.input(DType::F32, {int_const(rows), int_const(cols)});
-  const NodeId x = binary(f, a, b, ExprOp::Add);
-  const NodeId mean = row_mean(f, x, 1.0 / static_cast<double>(cols));
-  const NodeId centred = binary(f, x, mean, ExprOp::Sub);
-  const NodeId variance = row_mean(f, binary(f, centred, centred, ExprOp::Mul), 1.0 / static_cast<double>(cols));
-  const NodeId rstd = f.b().elementwise({frontend::Operand::of(variance)}, DType::F32, DType::F32,
-                                        [](const std::vector<Expr>& v) {
-                                          return ir::unary(ExprOp::Rsqrt, ir::add(v[0], ir::float_const(1e-5)));
+// the sum in f32 (f64 for f64), mean, variance of the centred values, normalized output stored in
+// the inputs' dtype.
+NodeId layer_norm_of_sum(GraphFixture& f, int64_t rows, int64_t cols, DType dtype = DType::F32) {
+  const DType compute = dtype == DType::F64 ? DType::F64 : DType::F32;
+  const NodeId a = f.input(dtype, {int_const(rows), int_const(cols)});
+  const NodeId b = f.input(dtype, {int_const(rows), int_const(cols)});
+  const NodeId x = f.b().elementwise({frontend::Operand::of(a), frontend::Operand::of(b)}, compute, compute,
+                                     [](const std::vector<Expr>& v) { return ir::add(v[0], v[1]); });
+  const NodeId mean = row_mean(f, x, 1.0 / static_cast<double>(cols), compute);
+  const NodeId centred = binary(f, x, mean, ExprOp::Sub, compute);
+  const NodeId variance =
+      row_mean(f, binary(f, centred, centred, ExprOp::Mul, compute), 1.0 / static_cast<double>(cols), compute);
+  const NodeId rstd = f.b().elementwise({frontend::Operand::of(variance)}, compute, compute,
+                                        [compute](const std::vector<Expr>& v) {
+                                          return ir::unary(ExprOp::Rsqrt, ir::add(v[0], ir::float_const(1e-5, compute)));
                                         });
-  return binary(f, centred, rstd, ExprOp::Mul);
+  return f.b().elementwise({frontend::Operand::of(centred), frontend::Operand::of(rstd)}, compute, dtype,
+                           [](const std::vector<Expr>& v) { return ir::mul(v[0], v[1]); });
 }
 
 std::vector<Host> random_inputs(const ir::Graph& graph, unsigned seed) {
@@ -132,6 +141,23 @@ TEST(RowFusion, RowCodeComputesTheFoldsOncePerRowAndCompiles) {
   EXPECT_NE(kernel.source.find("p.out[lm_flat * 96LL + r"), std::string::npos) << kernel.source;
   EXPECT_EQ(kernel.threads_per_output, 32);
 }
+
+#if LUMINAL_HAVE_CUDA
+// Every dtype a LayerNorm row is stored in: the fused plan is one warp-per-row kernel, and its
+// module compiles with NVRTC (no GPU needed; the CUDA suites check the values on a device).
+TEST(RowFusion, RowKernelsOfEveryFloatDtypeCompile) {
+  for (const DType dtype : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
+    GraphFixture f;
+    f.output(layer_norm_of_sum(f, 9, 70, dtype));
+    const ir::Graph fused = passes::fuse_row_broadcasts(passes::optimize(f.graph()));
+    ASSERT_EQ(compute_nodes(fused), 1u) << dtype_name(dtype) << "\n" << fused.to_string();
+    const runtime::gpu::CudaProgram program = runtime::gpu::build_general_cuda_program(fused);
+    ASSERT_EQ(program.kernels.size(), 1u) << dtype_name(dtype);
+    EXPECT_EQ(program.kernels[0].schedule.mapping, schedule::Mapping::WarpPerRow) << dtype_name(dtype);
+    EXPECT_NO_THROW(runtime::gpu::check_codegen(program, "sm_90")) << dtype_name(dtype);
+  }
+}
+#endif
 
 TEST(RowFusion, LeavesAFoldThatEveryRowWouldRecompute) {
   // x / sum(x over everything): the total is one value read by every row; inlining it would make
