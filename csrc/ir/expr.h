@@ -145,6 +145,8 @@ Expr product(const std::vector<Expr>& factors);
 // ---- queries ---------------------------------------------------------------------------------
 std::optional<int64_t> as_int_const(const Expr& e);
 bool contains_op(const Expr& e, ExprOp op);
+// Does the expression read loop variable `axis` (through nested loads too)?
+bool reads_loop_var(const Expr& e, int axis);
 // Ids of the reduce variables an expression reads without binding them (fold variables are bound
 // inside their fold's body).
 std::vector<int> free_reduce_vars(const Expr& e);

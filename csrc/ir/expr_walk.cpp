@@ -74,6 +74,12 @@ std::vector<int> free_reduce_vars(const Expr& root) {
   return go(root);
 }
 
+bool reads_loop_var(const Expr& e, int axis) {
+  bool found = false;
+  visit_unique(e, [&](const ExprNode& n) { found = found || (n.op == ExprOp::LoopVar && n.index == axis); });
+  return found;
+}
+
 int max_reduce_var(const Expr& e) {
   int best = -1;
   visit_unique(e, [&](const ExprNode& n) {

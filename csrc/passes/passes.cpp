@@ -597,6 +597,13 @@ bool is_last_axis_load(const Expr& e, size_t rank) {
 
 namespace {
 
+// Whether a matmul can take bias `b` into its epilogue for a node of `dtype`: a plain matmul
+// nothing else reads, of the node's dtype, as the bias.
+bool takes_bias(const Node& mm, const Node& b, DType dtype, const std::vector<int>& uses) {
+  return mm.kind == NodeKind::MatMul && mm.epilogue == ir::MatMulEpilogue::None && uses[mm.id] == 1 &&
+         mm.dtype == dtype && b.dtype == dtype;
+}
+
 // add(mm[I], bias[I.back()]) read through a view of the matmul's result (the heads of a Q, K or V
 // projection: [B*T, H*D] read as [B, H, T, D]): the bias moves into the matmul's epilogue and the
 // node becomes the view alone, which attention and matmuls read in place by strides.
@@ -611,8 +618,7 @@ bool fuse_bias_under_view(Graph& graph, Node& node, const std::vector<int>& uses
     if (!ir::expr_equal(bias->args[0], product->args[product->load_rank() - 1])) continue;
     Node& mm = graph.node(node.inputs[product->index]);
     const Node& b = graph.node(node.inputs[bias->index]);
-    if (mm.kind != NodeKind::MatMul || mm.epilogue != ir::MatMulEpilogue::None || uses[mm.id] != 1) continue;
-    if (mm.dtype != node.dtype || b.dtype != node.dtype || b.rank() != 1 || b.id >= mm.id) continue;
+    if (!takes_bias(mm, b, node.dtype, uses) || b.rank() != 1 || b.id >= mm.id) continue;
     if (!ir::expr_equal(b.shape[0], mm.shape.back())) continue;
     mm.inputs.push_back(b.id);
     mm.epilogue = ir::MatMulEpilogue::Bias;
@@ -652,8 +658,7 @@ void fuse_matmul_epilogues(Graph& graph) {
       if (!is_identity_load(product, node.rank()) || !is_last_axis_load(bias, node.rank())) continue;
       const Node& mm = graph.node(node.inputs[product->index]);
       const Node& b = graph.node(node.inputs[bias->index]);
-      if (mm.kind != NodeKind::MatMul || mm.epilogue != ir::MatMulEpilogue::None || uses[mm.id] != 1) continue;
-      if (mm.dtype != node.dtype || b.dtype != node.dtype || !ir::expr_equal(b.shape[0], node.shape.back())) continue;
+      if (!takes_bias(mm, b, node.dtype, uses) || !ir::expr_equal(b.shape[0], node.shape.back())) continue;
       // This node becomes the matmul; the plain one is left for dead-code elimination.
       const std::vector<NodeId> operands{mm.inputs[0], mm.inputs[1], b.id};
       node.kind = NodeKind::MatMul;

@@ -54,9 +54,7 @@ bool is_fused_row(const Node& node) {
   ir::visit(node.body, [&](const Expr& e) {
     if (e->op != ExprOp::Fold) return;
     folds = true;
-    bool reads_innermost = false;
-    ir::visit(e, [&](const Expr& x) { reads_innermost = reads_innermost || (x->op == ExprOp::LoopVar && x->index == innermost); });
-    per_row = per_row && !reads_innermost;
+    per_row = per_row && !ir::reads_loop_var(e, innermost);
   });
   return folds && per_row;
 }
@@ -69,9 +67,7 @@ bool read_once_per_evaluation(const Node& consumer, size_t slot) {
   bool ok = true;
   ir::visit(consumer.body, [&](const Expr& e) {
     if (e->op != ExprOp::Load || e->index != static_cast<int>(slot)) return;
-    bool varies = !ir::free_reduce_vars(e).empty();
-    ir::visit(e, [&](const Expr& x) { varies = varies || (x->op == ExprOp::LoopVar && x->index == innermost); });
-    ok = ok && varies;
+    ok = ok && (!ir::free_reduce_vars(e).empty() || ir::reads_loop_var(e, innermost));
   });
   return ok;
 }
@@ -88,9 +84,7 @@ bool folds_stay_per_row(const Node& consumer, size_t slot, const Node& producer)
     if (e->op != ExprOp::Load || e->index != static_cast<int>(slot)) return;
     for (size_t d = 0; d + 1 < e->load_rank(); ++d) {
       const Expr& index = e->args[d];
-      bool varies = !ir::free_reduce_vars(index).empty();
-      ir::visit(index, [&](const Expr& x) { varies = varies || (x->op == ExprOp::LoopVar && x->index == innermost); });
-      ok = ok && !varies;
+      ok = ok && ir::free_reduce_vars(index).empty() && !ir::reads_loop_var(index, innermost);
     }
   });
   return ok;

@@ -77,9 +77,7 @@ bool has_row_invariant_fold(const Node& node) {
   std::function<void(const Expr&)> walk = [&](const Expr& e) {
     if (found) return;
     if (e->op == ExprOp::Fold) {
-      bool reads_innermost = false;
-      ir::visit(e, [&](const Expr& x) { reads_innermost = reads_innermost || (x->op == ExprOp::LoopVar && x->index == innermost); });
-      found = !reads_innermost;
+      found = !ir::reads_loop_var(e, innermost);
       return;  // folds nested in this one are computed with it
     }
     for (const Expr& arg : e->args) walk(arg);
