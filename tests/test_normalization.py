@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
 import luminal
-from helpers import FLOAT_DTYPES, check, non_contiguous, rand
+from helpers import FLOAT_DTYPES, assert_same, capturing_backend, check, non_contiguous, rand
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
@@ -93,3 +95,29 @@ def test_fused_rms_norm_compiles(device: str) -> None:
             check(fn, rand(4, 8, device=device))
         return
     check(fn, rand(4, 8, device=device))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize(("rows", "width"), [(1, 2048), (3, 768), (130, 96)], ids=str)
+def test_wide_rows_aligned_and_misaligned(dtype: torch.dtype, rows: int, width: int, device: str) -> None:
+    """LayerNorm, RMSNorm and softmax rows whose length is a multiple of 8: a warp per row reads them
+    with 16-byte vectors when the pointers are aligned (the first call), element by element when an
+    input starts one element into its storage (the second); both must match eager."""
+    weight, bias = rand(width, dtype=dtype, device=device), rand(width, dtype=dtype, device=device)
+
+    def norms(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        layer = torch.nn.functional.layer_norm(x, (width,), w, b, eps=1e-5)
+        wide = x.float()
+        rms = w * (wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + 1e-6)).to(dtype)
+        return layer, rms, torch.softmax(x, -1)
+
+    captured: list[Any] = []  # the megakernel (a thread per row) would take the small rows
+    compiled = torch.compile(norms, backend=capturing_backend(captured, megakernel=False))
+    aligned = rand(rows, width, dtype=dtype, device=device)
+    storage = rand(rows * width + 1, dtype=dtype, device=device)
+    misaligned = storage[1:].view(rows, width)  # 2 or 4 bytes past a 16-byte boundary
+    for x in (aligned, misaligned):
+        with torch.no_grad():
+            assert_same(compiled(x, weight, bias), norms(x, weight, bias), tolerance_scale=8)
+    vector = "uint4" if dtype != torch.float32 else "uint4*>(p.out"
+    assert any(vector in graph.cuda_source() for graph in captured), "no row read with 16-byte vectors"

@@ -247,12 +247,24 @@ std::string KernelWriter::emit_fold(const Expr& e, int scope) {
   if (!cooperative && !unroll_folds_ && schedule_.vector_width == schedule::kFloat4) {
     vector = emit_vector_fold(e, scope, c, acc);
   }
+  std::optional<VectorFold> row_vector;
+  if (cooperative && schedule_.row_vector > 1) row_vector = emit_row_vector_fold(e, scope, c, acc);
   line(scope, str_cat(c.acc_type, " ", acc, " = ", c.init, ";"));
   if (vector) {
     line(scope, str_cat("if (", vector->condition, ") {"));
     line(scope, "#pragma unroll");
     line(scope, str_cat("for (lm_i64 ", var, " = 0; ", var, " < ", extent, "; ", var, " += ", schedule_.vector_width, ") {"));
     scopes_[scope]->code << vector->code;
+    line(scope, "}");
+    line(scope, "} else {");
+  }
+  if (row_vector) {
+    const int width = schedule_.row_vector;
+    line(scope, str_cat("if (", row_vector->condition, ") {"));
+    line(scope, "#pragma unroll 4");
+    line(scope, str_cat("for (lm_i64 ", var, " = lm_lane * ", width, "; ", var, " < ", extent, "; ", var, " += ",
+                        32 * width, ") {"));
+    scopes_[scope]->code << row_vector->code;
     line(scope, "}");
     line(scope, "} else {");
   }
@@ -268,6 +280,7 @@ std::string KernelWriter::emit_fold(const Expr& e, int scope) {
                                                        replace_all(c.step, "acc", acc), " }"));
   line(scope, "}");
   if (vector) line(scope, "}");
+  if (row_vector) line(scope, "}");
   if (cooperative) line(scope, replace_all(warp_combine(c), "acc", acc));
   const std::string name = fresh();
   line(scope, str_cat("const ", value_type(e->dtype), " ", name, " = ", rounding(e->dtype, str_cat("(", value_type(e->dtype), ")", acc)), ";"));

@@ -97,14 +97,16 @@ std::string KernelWriter::load_code(const Expr& e, int scope) {
     offset = offset.empty() ? term : str_cat(offset, " + ", term);
   }
   if (offset.empty()) offset = "0";
-  std::string read = str_cat(operand_pointer(slot), "[", offset, "]");
-  switch (op.dtype) {
-    case DType::F16: read = "lm_h2f(" + read + ")"; break;
-    case DType::BF16: read = "lm_bf2f(" + read + ")"; break;
-    case DType::Bool: read = "(" + read + " != 0)"; break;
-    default: break;
+  return guarded(e, loaded_value(op.dtype, str_cat(operand_pointer(slot), "[", offset, "]")), scope);
+}
+
+std::string loaded_value(DType dtype, const std::string& read) {
+  switch (dtype) {
+    case DType::F16: return "lm_h2f(" + read + ")";
+    case DType::BF16: return "lm_bf2f(" + read + ")";
+    case DType::Bool: return "(" + read + " != 0)";
+    default: return read;
   }
-  return guarded(e, read, scope);
 }
 
 // Reads that a failed check or a false mask must not perform yield 0.

@@ -5,6 +5,7 @@
 //   emitter.cpp       scopes, structural CSE, folds, parameters, naming
 //   expressions.cpp   expression values, loads, operand strides (scalar ops: scalar_code.cpp)
 //   vector_folds.cpp  float4 folds and fold groups (row kernels)
+//   row_vectors.cpp   row vectors of a warp per row (vector loads along the row and its folds)
 //   node_kernels.cpp  elementwise / pieces / reduction / scatter kernels
 //   row_kernel.cpp    row kernels (one kernel for a row-local graph)
 //   grouped_rows.cpp  the grouped-rows GEMM (its template: grouped_rows.cuh)
@@ -146,6 +147,18 @@ class KernelWriter {
   static std::vector<Expr> unconditional_folds(const Expr& root);
   void emit_fold_groups(const std::vector<std::vector<Expr>>& groups, int scope);
 
+  // ---- row vectors of a warp per row (row_vectors.cpp) ----
+  struct RowCopy {
+    int scope;          // the copy's scope (its code is pasted by the caller)
+    std::string value;  // the body's value for the copy's element
+  };
+  std::vector<Expr> row_vector_loads(const Expr& body, int var, int width);
+  std::string row_vector_condition(const std::vector<Expr>& loads, int width);
+  std::vector<RowCopy> emit_row_vector_copies(const Expr& body, int var, int loop, const std::vector<Expr>& loads,
+                                              int width);
+  std::optional<VectorFold> emit_row_vector_fold(const Expr& fold, int scope, const Combine& c, const std::string& acc);
+  std::optional<VectorFold> emit_row_vector_loop(const Expr& body, int along, int root, const std::string& length);
+
   // ---- node kernels (node_kernels.cpp) ----
   std::string accumulate_code(const std::string& target, const std::string& value) const;
   std::string elementwise_body();
@@ -179,6 +192,10 @@ class KernelWriter {
   const bool warp_mode_;
   const bool unroll_folds_;
 };
+
+// The value of an element of `dtype` read as `read` (its storage type): f16/bf16 widened to float,
+// bool tested against 0.
+std::string loaded_value(DType dtype, const std::string& read);
 
 // Raises schedule::ScheduleError when `schedule` does not fit `node` (schedule_check.cpp).
 void check_renderable(const Node& node, const std::vector<OperandInfo>& operands, const KernelSchedule& schedule);

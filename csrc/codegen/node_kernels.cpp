@@ -167,6 +167,7 @@ std::string KernelWriter::row_body() {
   scopes_[element]->names.emplace(element_var, str_cat("r", along));
   const std::string result = emit(body, element);
   const std::string length = shape_code(node_.shape[last]);
+  const std::optional<VectorFold> vector = emit_row_vector_loop(body, along, root, length);
   std::ostringstream out;
   out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n";
   out << "  const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(row_shape()), {})) << ";\n";
@@ -176,11 +177,23 @@ std::string KernelWriter::row_body() {
   out << "    bool lm_ok = true; (void)lm_ok;\n";
   out << unravel("lm_flat", 4, row_shape());
   out << scopes_[root]->code.str();
+  const std::string r = str_cat("r", along);
+  if (vector) {
+    const int width = schedule_.row_vector;
+    out << "    if (" << vector->condition << ") {\n";
+    out << "#pragma unroll 4\n";
+    out << "    for (lm_i64 " << r << " = lm_lane * " << width << "; " << r << " < " << length << "; " << r
+        << " += " << 32 * width << ") {\n";
+    out << vector->code;
+    out << "    }\n    } else {\n";
+  }
   out << "#pragma unroll 4\n";
-  out << "    for (lm_i64 r" << along << " = lm_lane; r" << along << " < " << length << "; r" << along << " += 32) {\n";
+  out << "    for (lm_i64 " << r << " = lm_lane; " << r << " < " << length << "; " << r << " += 32) {\n";
   out << scopes_[element]->code.str();
-  out << "      p.out[lm_flat * " << length << " + r" << along << "] = " << store_code(result) << ";\n";
-  out << "    }\n  }\n}\n";
+  out << "      p.out[lm_flat * " << length << " + " << r << "] = " << store_code(result) << ";\n";
+  out << "    }\n";
+  if (vector) out << "    }\n";
+  out << "  }\n}\n";
   return out.str();
 }
 

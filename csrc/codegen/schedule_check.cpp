@@ -76,6 +76,15 @@ void check_renderable(const Node& node, const std::vector<OperandInfo>& operands
   if (schedule.unroll != 1 && (schedule.mapping != Mapping::Elementwise || !schedule::unroll_fits(node, schedule.unroll))) {
     refuse(where, schedule, "unroll needs an elementwise kernel whose innermost dimension is a static multiple of it");
   }
+  if (schedule.row_vector != 1) {
+    const int widest = schedule::row_vector_width(node, operands);
+    const int v = schedule.row_vector;
+    if (schedule.mapping != Mapping::WarpPerRow || v < 1 || (v & (v - 1)) != 0 || v > widest) {
+      refuse(where, schedule,
+             str_cat("a row vector needs a warp per row and a power of 2 up to ", widest,
+                     " (it divides the row's static length, at most 16 bytes per vector)"));
+    }
+  }
   if (schedule.mapping == Mapping::Pieces) {
     const size_t pieces = passes::split_pointwise(node).size();
     if (pieces < 2 || static_cast<size_t>(schedule.pieces) != pieces || pieces > 65535) {
@@ -100,6 +109,7 @@ void check_row_renderable(const KernelSchedule& schedule) {
   }
   check_common(where, schedule);
   if (schedule.unroll != 1) refuse(where, schedule, "row kernels compute one row per thread (unroll 1)");
+  if (schedule.row_vector != 1) refuse(where, schedule, "row kernels have no row vectors (a thread per row)");
   // Row kernels unroll static folds so that the rows stay in registers; they have no float4 loop.
   if (schedule.vector_width != 1) refuse(where, schedule, "row kernels have no float4 folds");
 }

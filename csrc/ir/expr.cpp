@@ -602,6 +602,10 @@ Expr binary(ExprOp op, Expr a, Expr b) {
     if (op == ExprOp::Mul && fb && *fb == 1.0) return a;
     if (op == ExprOp::Mul && fa && *fa == 1.0) return b;
     if (op == ExprOp::Div && fb && *fb == 1.0) return a;
+    // x ** 2 is x * x, exactly for every x (NaN and infinities included), and what eager computes
+    // (ATen's pow with a scalar exponent of 2). pow's general algorithm branches on its special
+    // cases, which in a CUDA loop kept each element's loads from overlapping the previous one's.
+    if (op == ExprOp::Pow && fb && *fb == 2.0) return make_node(ExprOp::Mul, result, {a, a});
     if (fa && fb && is_comparison_op(op)) return bool_const(eval_float(op, *fa, *fb) != 0.0);
   } else if (!logical) {
     const auto ca = as_int_const(a), cb = as_int_const(b);

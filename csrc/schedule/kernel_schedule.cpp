@@ -33,13 +33,15 @@ const char* mapping_name(Mapping mapping) {
 
 bool KernelSchedule::operator==(const KernelSchedule& other) const {
   return mapping == other.mapping && block_size == other.block_size && threads_per_output == other.threads_per_output &&
-         vector_width == other.vector_width && unroll == other.unroll && pieces == other.pieces;
+         vector_width == other.vector_width && unroll == other.unroll && pieces == other.pieces &&
+         row_vector == other.row_vector;
 }
 
 std::string to_string(const KernelSchedule& s) {
   std::string text = str_cat(mapping_name(s.mapping), "(block ", s.block_size, ", ", s.threads_per_output,
                               " threads/output, vector ", s.vector_width, ", unroll ", s.unroll);
   if (s.mapping == Mapping::Pieces || s.pieces != 1) text += str_cat(", ", s.pieces, " pieces");
+  if (s.mapping == Mapping::WarpPerRow || s.row_vector != 1) text += str_cat(", row vector ", s.row_vector);
   return text + ")";
 }
 
@@ -224,6 +226,47 @@ bool has_float4_fold(const std::vector<Expr>& bodies, const std::vector<OperandI
   return found;
 }
 
+int row_vector_width(const Node& node, const std::vector<OperandInfo>& operands) {
+  if (node.kind != NodeKind::Pointwise || node.shape.empty()) return 1;
+  const std::optional<int64_t> length = ir::as_int_const(node.shape.back());
+  if (!length || *length <= 0) return 1;
+  size_t widest = dtype_size(node.dtype);
+  ir::visit(node.body, [&](const Expr& e) {
+    if (e->op == ExprOp::Load) widest = std::max(widest, dtype_size(operands.at(e->index).dtype));
+  });
+  int width = static_cast<int>(std::min<size_t>(8, 16 / widest));
+  while (width > 1 && *length % width != 0) width /= 2;
+  return std::max(width, 1);
+}
+
+bool row_vector_load(const Expr& load, int var, int width, const std::vector<OperandInfo>& operands) {
+  if (load->op != ExprOp::Load || load->masked || load->load_rank() == 0 || width < 2) return false;
+  const OperandInfo& op = operands.at(load->index);
+  if (op.layout == Layout::Row || dtype_size(op.dtype) * width > 16) return false;
+  const size_t last = load->load_rank() - 1;
+  const Expr& inner = load->args[last];
+  if (inner->op != ExprOp::ReduceVar || inner->index != var) return false;
+  for (size_t d = 0; d < last; ++d) {
+    const std::vector<int> vars = ir::free_reduce_vars(load->args[d]);
+    if (std::find(vars.begin(), vars.end(), var) != vars.end()) return false;
+  }
+  switch (op.layout) {
+    case Layout::Contiguous: {
+      const std::optional<int64_t> size = ir::as_int_const(op.shape[last]);
+      return size && *size % width == 0;
+    }
+    case Layout::Fixed:
+      if (op.fixed_strides.at(last) != 1) return false;
+      for (size_t d = 0; d < last; ++d) {
+        if (op.fixed_strides[d] % width != 0) return false;
+      }
+      return true;
+    case Layout::Strided: return true;
+    case Layout::Row: return false;
+  }
+  return false;
+}
+
 bool unroll_fits(const Node& node, int unroll) {
   if (unroll == 1) return true;
   if (unroll != 2 && unroll != 4 && unroll != 8) return false;
@@ -306,6 +349,7 @@ KernelSchedule choose_schedule(const Node& node, const std::vector<OperandInfo>&
       for (const passes::PointwisePiece& piece : pieces) bodies.push_back(piece.body);
     } else if (has_row_invariant_fold(node)) {
       s = with_mapping(Mapping::WarpPerRow);
+      s.row_vector = row_vector_width(node, operands);
     } else {
       s = with_mapping(has_top_level_fold(node.body, kWarpFoldLength) ? Mapping::WarpPerOutput : Mapping::Elementwise);
       const std::optional<int64_t> elements = ir::as_int_const(ir::simplify(ir::product(node.shape), {}));
@@ -346,11 +390,15 @@ std::vector<KernelSchedule> candidate_schedules(const Node& node, const std::vec
       for (const int block : {kNodeBlock, 128, 512}) {
         for (const int unroll : {1, 2, kElementwiseUnroll}) {
           if (unroll != 1 && (mapping.mapping != Mapping::Elementwise || !unroll_fits(node, unroll))) continue;
-          KernelSchedule s = mapping;
-          s.vector_width = width;
-          s.block_size = block;
-          s.unroll = unroll;
-          if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+          for (const int row_vector : {1, row_vector_width(node, operands)}) {
+            if (row_vector != 1 && mapping.mapping != Mapping::WarpPerRow) continue;
+            KernelSchedule s = mapping;
+            s.vector_width = width;
+            s.block_size = block;
+            s.unroll = unroll;
+            s.row_vector = row_vector;
+            if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+          }
         }
       }
     }
