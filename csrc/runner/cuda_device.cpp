@@ -59,9 +59,12 @@ struct CudaDevice::Impl {
   std::unique_ptr<DriverAllocator> allocator;
 };
 
-CudaDevice::CudaDevice(int index, const std::vector<std::string>& library_dirs)
-    : index_(index), impl_(std::make_unique<Impl>()) {
-  cuda::add_library_dirs(library_dirs);
+void register_cuda_library_dirs(std::vector<std::string> dirs) {
+  dirs.push_back("/usr/local/cuda/lib64");
+  cuda::add_library_dirs(dirs);
+}
+
+CudaDevice::CudaDevice(int index) : index_(index), impl_(std::make_unique<Impl>()) {
   LUMINAL_CHECK(index >= 0, "cuda:", index, " is not a device");
   const cuda::DriverApi* api = nullptr;
   try {
@@ -155,7 +158,8 @@ namespace {
 
 struct CudaDevice::Impl {};
 
-CudaDevice::CudaDevice(int index, const std::vector<std::string>&) : index_(index) { no_cuda(); }
+void register_cuda_library_dirs(std::vector<std::string>) {}
+CudaDevice::CudaDevice(int index) : index_(index) { no_cuda(); }
 CudaDevice::~CudaDevice() = default;
 void CudaDevice::make_current() const { no_cuda(); }
 DeviceMemory CudaDevice::allocate(size_t) const { no_cuda(); }

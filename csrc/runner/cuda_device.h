@@ -14,14 +14,18 @@
 
 namespace luminal::runner {
 
+// Registers directories searched first for libnvrtc, libcublasLt and libcudnn (runtime/cuda/api.h),
+// then /usr/local/cuda/lib64. NVRTC also serves the CPU engine's LUMINAL_CHECK_CUDA_CODEGEN check.
+void register_cuda_library_dirs(std::vector<std::string> dirs);
+
 // Device memory that frees itself (with its device's context made current) when the last handle goes.
 using DeviceMemory = std::shared_ptr<void>;
 
 class CudaDevice {
  public:
-  // Loads the driver (after registering `library_dirs` for NVRTC, cuBLASLt and cuDNN) and checks
-  // that device `index` exists; raises a one-line error naming what is missing otherwise.
-  CudaDevice(int index, const std::vector<std::string>& library_dirs);
+  // Loads the driver and checks that device `index` exists; raises an error naming what is missing
+  // otherwise.
+  explicit CudaDevice(int index);
   ~CudaDevice();
   CudaDevice(const CudaDevice&) = delete;
   CudaDevice& operator=(const CudaDevice&) = delete;

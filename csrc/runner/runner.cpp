@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <regex>
 #include <sstream>
 #include <utility>
 
@@ -172,11 +173,8 @@ Model Model::load(const std::string& path, const LoadOptions& options) {
   auto state = std::make_shared<ModelState>();
   state->allow_tf32_matmul = options.allow_tf32_matmul;
   state->allow_tf32_convolution = options.allow_tf32_convolution;
-  if (options.device.type == runtime::DeviceType::CUDA) {
-    std::vector<std::string> dirs = options.cuda_library_dirs;
-    dirs.push_back("/usr/local/cuda/lib64");
-    state->cuda = std::make_unique<CudaDevice>(options.device.index, dirs);
-  }
+  register_cuda_library_dirs(options.cuda_library_dirs);
+  if (options.device.type == runtime::DeviceType::CUDA) state->cuda = std::make_unique<CudaDevice>(options.device.index);
   const pt2::Archive archive =
       pt2::Archive::from_file(path, pt2::ReadLimits::with_max_archive_bytes(options.max_archive_bytes));
   std::shared_ptr<const runtime::CompiledGraph> graph;
@@ -258,6 +256,39 @@ size_t view_bytes(const runtime::TensorView& view) {
 
 }  // namespace
 
+// The core numbers the program's inputs, the state first: its messages are rewritten to name the
+// caller's inputs (input #k among the user inputs) and the state by name.
+std::string Model::caller_message(const std::string& message) const {
+  static const std::regex input_number("input #([0-9]+)( '[^']*')?");
+  const size_t fixed = state_->views.size();
+  std::string out;
+  auto position = message.cbegin();
+  for (std::sregex_iterator it(message.begin(), message.end(), input_number), end; it != end; ++it) {
+    const std::smatch& match = *it;
+    out.append(position, match[0].first);
+    const size_t k = std::stoul(match[1].str());
+    if (k < fixed) {
+      out += str_cat("parameter or buffer '", graph_->input(k).name, "'");
+    } else if (k - fixed < inputs_.size()) {
+      out += str_cat("input #", k - fixed, " '", inputs_[k - fixed].name, "'");
+    } else {
+      out += match[0].str();
+    }
+    position = match[0].second;
+  }
+  out.append(position, message.cend());
+  return out;
+}
+
+runtime::SymbolValues Model::bind(const std::vector<runtime::TensorView>& all) const {
+  if (state_->views.empty()) return graph_->bind(all);
+  try {
+    return graph_->bind(all);
+  } catch (const Error& error) {
+    throw Error(caller_message(error.what()));
+  }
+}
+
 std::vector<runtime::TensorView> Model::program_inputs(const std::vector<runtime::TensorView>& user_inputs) const {
   std::vector<runtime::TensorView> all = state_->views;
   all.insert(all.end(), user_inputs.begin(), user_inputs.end());
@@ -265,7 +296,7 @@ std::vector<runtime::TensorView> Model::program_inputs(const std::vector<runtime
 }
 
 std::vector<std::vector<int64_t>> Model::output_shapes(const std::vector<runtime::TensorView>& inputs) const {
-  const runtime::SymbolValues symbols = graph_->bind(program_inputs(inputs));
+  const runtime::SymbolValues symbols = bind(program_inputs(inputs));
   std::vector<std::vector<int64_t>> shapes;
   const auto& infos = graph_->outputs();
   for (size_t k = 0; k < infos.size(); ++k) {
@@ -327,10 +358,18 @@ void check_updated_inputs(const runtime::CompiledGraph& graph, const std::vector
 
 }  // namespace
 
+void Model::check_updated(const std::vector<runtime::TensorView>& all) const {
+  try {
+    check_updated_inputs(*graph_, all, state_->views.size());
+  } catch (const Error& error) {
+    throw Error(caller_message(error.what()));
+  }
+}
+
 std::vector<HostTensor> Model::run_cpu(const std::vector<runtime::TensorView>& inputs) const {
   const std::vector<runtime::TensorView> all = program_inputs(inputs);
-  const runtime::SymbolValues symbols = graph_->bind(all);  // count, dtypes, shapes, symbols
-  check_updated_inputs(*graph_, all, state_->views.size());
+  const runtime::SymbolValues symbols = bind(all);  // count, dtypes, shapes, symbols
+  check_updated(all);
   std::vector<HostTensor> results = host_outputs(*graph_, symbols);
   std::vector<runtime::TensorView> views(results.size());
   for (size_t k = 0; k < results.size(); ++k) {
@@ -350,7 +389,7 @@ std::vector<HostTensor> Model::run_cuda_from_host(const std::vector<runtime::Ten
   const CudaDevice& cuda = *state_->cuda;
   cuda.make_current();
   const size_t fixed = state_->views.size();
-  check_updated_inputs(*graph_, program_inputs(inputs), fixed);  // on the caller's host memory
+  check_updated(program_inputs(inputs));  // on the caller's host memory
   // Each input's bytes, as laid out (its strides kept: the program binds the same layout).
   std::vector<DeviceMemory> uploads;
   std::vector<runtime::TensorView> device_inputs = inputs;
@@ -363,7 +402,7 @@ std::vector<HostTensor> Model::run_cuda_from_host(const std::vector<runtime::Ten
     device_inputs[k].device = device_;
   }
   const std::vector<runtime::TensorView> all = program_inputs(device_inputs);
-  const runtime::SymbolValues symbols = graph_->bind(all);
+  const runtime::SymbolValues symbols = bind(all);
   std::vector<HostTensor> results = host_outputs(*graph_, symbols);
   const auto& infos = graph_->outputs();
   std::vector<DeviceMemory> memory(infos.size());
@@ -413,8 +452,8 @@ std::vector<std::optional<int64_t>> Model::run_on_device(const std::vector<runti
   cuda.make_current();
   const size_t fixed = state_->views.size();
   const std::vector<runtime::TensorView> all = program_inputs(inputs);
-  const runtime::SymbolValues symbols = graph_->bind(all);
-  check_updated_inputs(*graph_, all, fixed);
+  const runtime::SymbolValues symbols = bind(all);
+  check_updated(all);
   const auto& infos = graph_->outputs();
   LUMINAL_CHECK(outputs.size() == outputs_.size(), "run_on_device: the program has ", outputs_.size(),
                 " user outputs, ", outputs.size(), " output views given");

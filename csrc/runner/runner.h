@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "runner/host_tensor.h"
+#include "runtime/symbols.h"
 #include "runtime/tensor.h"
 
 namespace luminal::runtime {
@@ -65,9 +66,9 @@ struct LoadOptions {
   // ones for the same bits.
   bool allow_tf32_matmul = false;
   bool allow_tf32_convolution = false;
-  // CUDA: directories searched first for libnvrtc, libcublasLt and libcudnn (then the default
-  // search path, then /usr/local/cuda/lib64). For bit-exactness with a Python process, name the
-  // directories its libraries came from (e.g. torch's site-packages/nvidia/*/lib).
+  // Directories searched first for libnvrtc, libcublasLt and libcudnn (then /usr/local/cuda/lib64,
+  // then the default search path; registered for the process). For bit-exactness with a Python
+  // process, name the directories its libraries came from (torch's site-packages/nvidia/*/lib).
   std::vector<std::string> cuda_library_dirs;
   // Packages: copy the package's cache entries (compiled kernels, measured choices) into the cache
   // directory, as luminal.load does (see common/cache_files.h for where it is).
@@ -124,6 +125,9 @@ class Model {
   Model(std::shared_ptr<const runtime::CompiledGraph> graph, std::shared_ptr<ModelState> state,
         const std::vector<std::string>& input_names);
 
+  runtime::SymbolValues bind(const std::vector<runtime::TensorView>& all) const;
+  std::string caller_message(const std::string& message) const;
+  void check_updated(const std::vector<runtime::TensorView>& all) const;  // inputs updated in place: writable
   // The program's inputs: the state's views, then the user's.
   std::vector<runtime::TensorView> program_inputs(const std::vector<runtime::TensorView>& user_inputs) const;
   std::vector<HostTensor> run_cpu(const std::vector<runtime::TensorView>& inputs) const;
