@@ -290,6 +290,8 @@ runtime::SymbolValues Model::bind(const std::vector<runtime::TensorView>& all) c
 }
 
 std::vector<runtime::TensorView> Model::program_inputs(const std::vector<runtime::TensorView>& user_inputs) const {
+  LUMINAL_CHECK(user_inputs.size() == inputs_.size(), "expected ", inputs_.size(), " tensor inputs, got ",
+                user_inputs.size());
   std::vector<runtime::TensorView> all = state_->views;
   all.insert(all.end(), user_inputs.begin(), user_inputs.end());
   return all;
@@ -389,7 +391,7 @@ std::vector<HostTensor> Model::run_cuda_from_host(const std::vector<runtime::Ten
   const CudaDevice& cuda = *state_->cuda;
   cuda.make_current();
   const size_t fixed = state_->views.size();
-  check_updated(program_inputs(inputs));  // on the caller's host memory
+  check_updated(program_inputs(inputs));  // on the caller's host memory (program_inputs checks the count)
   // Each input's bytes, as laid out (its strides kept: the program binds the same layout).
   std::vector<DeviceMemory> uploads;
   std::vector<runtime::TensorView> device_inputs = inputs;

@@ -264,6 +264,8 @@ TEST(RunnerModel, RefusesCallsThatDoNotFit) {
   no_data.data = nullptr;
   EXPECT_CONTAINS(error_of([&] { model.run({no_data}); }), "no data pointer");
   EXPECT_CONTAINS(error_of([&] { runner::Model::load(fixture("missing.pt2")); }), "missing.pt2");
+  EXPECT_CONTAINS(error_of([&] { model.run_on_device({good.view()}, {good.view()}, nullptr); }),
+                  "this model runs on the CPU");
 }
 
 TEST(RunnerModel, ListsShapeSymbols) {
