@@ -308,14 +308,14 @@ class EveryDtype(torch.nn.Module):
         )  # fmt: skip
 
 
-def test_every_dtype_round_trips_through_npy(runner: Path, tmp_path: Path) -> None:
+def test_every_dtype_round_trips_through_npy(runner: Path, tmp_path: Path, device: str) -> None:
     model = EveryDtype()
     dtypes = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16,
               torch.int8, torch.uint8, torch.bool]  # fmt: skip
     inputs = [rand(3, 5, dtype=dtype) for dtype in dtypes]
     archive = export_to(tmp_path / "dtypes.pt2", model, tuple(inputs))
     inputs = [rand(3, 5, dtype=dtype) for dtype in dtypes]
-    check_against_python(runner, archive, inputs, list(model(*inputs)), tmp_path)
+    check_against_python(runner, archive, inputs, list(model(*inputs)), tmp_path, device=device)
 
 
 class AddInPlace(torch.nn.Module):
@@ -324,15 +324,15 @@ class AddInPlace(torch.nn.Module):
         return x * 2, x.shape[0]
 
 
-def test_inputs_updated_in_place_and_integer_outputs(runner: Path, tmp_path: Path) -> None:
+def test_inputs_updated_in_place_and_integer_outputs(runner: Path, tmp_path: Path, device: str) -> None:
     dynamic = ({0: Dim("rows")}, {0: Dim("rows")})
     archive = export_to(tmp_path / "inplace.pt2", AddInPlace(), (rand(3, 4), rand(3, 4)), dynamic)
     x, y = rand(5, 4), rand(5, 4)
-    updated = x.clone()
-    python = luminal.load(archive)(updated, y)  # updates `updated` in place
+    updated = x.clone().to(device)
+    python = luminal.load(archive)(updated, y.to(device))  # updates `updated` in place
     eager_x = x.clone()
     eager = AddInPlace()(eager_x, y)
-    written = run_runner(runner, archive, [x, y], tmp_path)
+    written = run_runner(runner, archive, [x, y], tmp_path, device)
     assert [p.name for p in written] == ["output_0.npy", "output_1.npy"]
     assert raw_bytes(from_npy(written[0], torch.float32)) == raw_bytes(python[0])
     assert_same(from_npy(written[0], torch.float32), eager[0])
