@@ -16,8 +16,12 @@
 #include "error_helpers.h"
 #include "fixture_helpers.h"
 #include "zip_helpers.h"
+#include "runner/cuda_device.h"
 #include "runner/npy.h"
 #include "runner/runner.h"
+#if LUMINAL_HAVE_CUDA
+#include "runtime/cuda/api.h"
+#endif
 
 using namespace luminal;
 using luminal::testing::error_of;
@@ -440,4 +444,90 @@ TEST(RunnerPackage, RefusesPackagesWhosePartsDisagree) {
                   "outside the cache");
   EXPECT_CONTAINS(refusal("text.luminal", [](PackageParts& p) { p.meta["state_names"] = "x"; }),
                   "the field 'state_names' is a string");
+}
+
+namespace {
+
+bool cuda_device_present() {
+#if LUMINAL_HAVE_CUDA
+  return cuda::device_available();
+#else
+  return false;
+#endif
+}
+
+runner::LoadOptions on_cuda() {
+  runner::LoadOptions options;
+  options.device = {runtime::DeviceType::CUDA, 0};
+  return options;
+}
+
+HostTensor ramp(std::vector<int64_t> sizes, float scale, float offset) {
+  HostTensor t(DType::F32, std::move(sizes), "ramp");
+  auto* values = reinterpret_cast<float*>(t.data());
+  for (int64_t i = 0; i < t.numel(); ++i) values[i] = scale * static_cast<float>(i) + offset;
+  return t;
+}
+
+runtime::TensorView on_device(const HostTensor& host, const runner::DeviceMemory& memory) {
+  runtime::TensorView view = const_cast<HostTensor&>(host).view();
+  view.data = memory.get();
+  view.device = {runtime::DeviceType::CUDA, 0};
+  return view;
+}
+
+}  // namespace
+
+// On a machine with a GPU: the host path and the device-pointer path give the same bits, and a
+// package's buffer on the device is updated by both. Without one: loading for CUDA says so.
+TEST(RunnerCuda, DevicePointersAndHostMemoryGiveTheSameBits) {
+  if (!cuda_device_present()) {
+    EXPECT_CONTAINS(error_of([] { runner::Model::load(fixture("mlp.pt2"), on_cuda()); }), "no CUDA device");
+    return;
+  }
+  const auto model = runner::Model::load(fixture("mlp.pt2"), on_cuda());
+  EXPECT_EQ(runtime::device_name(model.device()), "cuda:0");
+  HostTensor x = ramp({2, 4}, 0.37f, -1.1f);
+  const std::vector<HostTensor> host = model.run({x.view()});
+  ASSERT_EQ(host.size(), 1u);
+  const std::vector<std::vector<int64_t>> shapes = model.output_shapes({x.view()});
+  ASSERT_EQ(shapes, std::vector<std::vector<int64_t>>{host[0].sizes()});
+
+  const runner::CudaDevice device(0);
+  const runner::DeviceMemory x_memory = device.allocate(x.nbytes());
+  const runner::DeviceMemory out_memory = device.allocate(host[0].nbytes());
+  device.copy_to_device(x_memory.get(), x.data(), x.nbytes(), nullptr);
+  HostTensor out(DType::F32, shapes[0], "out");
+  const auto integers = model.run_on_device({on_device(x, x_memory)}, {on_device(out, out_memory)}, nullptr);
+  ASSERT_EQ(integers.size(), 1u);
+  EXPECT_FALSE(integers[0].has_value());
+  model.synchronize();
+  device.copy_to_host(out.data(), out_memory.get(), out.nbytes(), nullptr);
+  device.synchronize(nullptr);
+  EXPECT_EQ(std::memcmp(out.data(), host[0].data(), out.nbytes()), 0) << "device pointers vs host memory";
+  EXPECT_CONTAINS(error_of([&] { model.run_on_device({x.view()}, {on_device(out, out_memory)}, nullptr); }),
+                  "must be device memory on cuda:0");
+  HostTensor wrong(DType::F32, {2, 2}, "wrong");
+  EXPECT_CONTAINS(error_of([&] { model.run_on_device({on_device(x, x_memory)}, {on_device(wrong, out_memory)}, nullptr); }),
+                  "output #0 must be dense device memory");
+
+  // A package whose buffer x the program updates in place: once through host memory, once through
+  // device pointers; the second output sees both updates.
+  const std::vector<float> start = {0.5f, -1.25f, 2.0f, 3.5f, -0.75f, 1.0f};
+  const std::string path = write_package(inplace_package_parts(start), "inplace_cuda.luminal");
+  const auto package = runner::Model::load(path, on_cuda());
+  std::remove(path.c_str());
+  HostTensor y = ramp({2, 3}, 0.25f, -0.5f);
+  package.run({y.view()});
+  const runner::DeviceMemory y_memory = device.allocate(y.nbytes());
+  const runner::DeviceMemory doubled_memory = device.allocate(y.nbytes());
+  device.copy_to_device(y_memory.get(), y.data(), y.nbytes(), nullptr);
+  HostTensor doubled(DType::F32, {2, 3}, "doubled");
+  package.run_on_device({on_device(y, y_memory)}, {on_device(doubled, doubled_memory)}, nullptr);
+  package.synchronize();
+  device.copy_to_host(doubled.data(), doubled_memory.get(), doubled.nbytes(), nullptr);
+  device.synchronize(nullptr);
+  const auto* ys = reinterpret_cast<const float*>(y.data());
+  const auto* got = reinterpret_cast<const float*>(doubled.data());
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(got[i], 2 * ((start[i] + ys[i]) + ys[i])) << i;
 }
