@@ -7,7 +7,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <regex>
+#include <algorithm>
+#include <cctype>
 
 #include "common/cache_files.h"
 #include "common/checked.h"
@@ -73,15 +74,33 @@ ir::InputRole role_named(const std::string& role, const std::string& where) {
   fail(where, ": unknown state role '", role, "' (expected parameter or buffer)");
 }
 
-// A relative cache path that stays inside the cache: the characters luminal's writer uses, no
-// "." or ".." component (python/luminal/aot.py checks the same).
+// A relative cache path that stays inside the cache: components of the characters luminal's writer
+// uses, none empty, "." or ".." (python/luminal/aot.py checks the same). Checked by hand, not with
+// std::regex, whose matcher recurses per character of a hostile string.
 bool safe_cache_path(const std::string& relative) {
-  static const std::regex pattern("[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*");
-  if (relative.size() > 4096 || !std::regex_match(relative, pattern)) return false;
-  for (const auto& part : std::filesystem::path(relative)) {
-    if (part == "." || part == "..") return false;
+  if (relative.empty() || relative.size() > 4096) return false;
+  size_t start = 0;
+  while (start <= relative.size()) {
+    const size_t slash = std::min(relative.find('/', start), relative.size());
+    const std::string part = relative.substr(start, slash - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    for (const char c : part) {
+      const bool allowed = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+      if (!allowed) return false;
+    }
+    start = slash + 1;
   }
   return true;
+}
+
+// "state/<digits>.bin", as the writer names a state tensor's entry.
+bool state_entry_name(const std::string& entry) {
+  const std::string prefix = "state/", suffix = ".bin";
+  if (entry.size() <= prefix.size() + suffix.size() || entry.size() > 64) return false;
+  if (entry.compare(0, prefix.size(), prefix) != 0) return false;
+  if (entry.compare(entry.size() - suffix.size(), suffix.size(), suffix) != 0) return false;
+  const std::string digits = entry.substr(prefix.size(), entry.size() - prefix.size() - suffix.size());
+  return digits.find_first_not_of("0123456789") == std::string::npos;
 }
 
 // Copies the package's cache entries into the cache root, never over an existing file; a file that
@@ -93,7 +112,7 @@ void install_cache_entries(const pt2::Archive& archive, const json& meta, const 
   std::vector<std::string> relatives;
   for (const json& entry : *listed) {
     const std::string relative = string_of(entry, where + " cache_entries");
-    LUMINAL_CHECK(safe_cache_path(relative), where, ": the package names a cache entry '", relative,
+    LUMINAL_CHECK(safe_cache_path(relative), where, ": the package names a cache entry '", relative.substr(0, 200),
                   "' outside the cache");
     relatives.push_back(relative);
   }
@@ -141,8 +160,7 @@ StateTensor read_state_tensor(const pt2::Archive& archive, const json& record, c
   LUMINAL_CHECK(spec_dtype == str_cat("torch.", dtype_text) && spec_shape == tensor.sizes, at, ": ", dtype_text,
                 int_list(tensor.sizes), " does not match its spec ", spec_dtype, int_list(spec_shape));
   const std::string entry = string_of(field(record, "entry", json::value_t::string, at), at);
-  static const std::regex entry_pattern("state/[0-9]+\\.bin");
-  LUMINAL_CHECK(std::regex_match(entry, entry_pattern), at, ": names the entry '", entry, "'");
+  LUMINAL_CHECK(state_entry_name(entry), at, ": names the entry '", entry.substr(0, 200), "'");
   const int64_t extent = strided_storage_elements(tensor.sizes, tensor.strides, 0, at);
   const size_t expected = byte_count(extent, *dtype, at);
   const uint64_t declared = archive.declared_size(entry);

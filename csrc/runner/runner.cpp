@@ -2,7 +2,7 @@
 
 #include <cstring>
 #include <mutex>
-#include <regex>
+#include <cctype>
 #include <sstream>
 #include <utility>
 
@@ -259,24 +259,36 @@ size_t view_bytes(const runtime::TensorView& view) {
 // The core numbers the program's inputs, the state first: its messages are rewritten to name the
 // caller's inputs (input #k among the user inputs) and the state by name.
 std::string Model::caller_message(const std::string& message) const {
-  static const std::regex input_number("input #([0-9]+)( '[^']*')?");
+  // A scan rather than std::regex: node names come from the archive and may be long.
+  static const std::string marker = "input #";
   const size_t fixed = state_->views.size();
   std::string out;
-  auto position = message.cbegin();
-  for (std::sregex_iterator it(message.begin(), message.end(), input_number), end; it != end; ++it) {
-    const std::smatch& match = *it;
-    out.append(position, match[0].first);
-    const size_t k = std::stoul(match[1].str());
+  size_t position = 0;
+  for (size_t found; (found = message.find(marker, position)) != std::string::npos;) {
+    out.append(message, position, found - position);
+    const size_t digits = found + marker.size();
+    size_t end = digits;
+    while (end < message.size() && end - digits < 9 && std::isdigit(static_cast<unsigned char>(message[end]))) ++end;
+    position = end;
+    if (end == digits) {
+      out += marker;
+      continue;
+    }
+    const size_t k = std::stoul(message.substr(digits, end - digits));
+    if (message.compare(end, 2, " '") == 0) {  // the program input's name, which the core adds
+      const size_t close = message.find('\'', end + 2);
+      if (close != std::string::npos) end = close + 1;
+    }
     if (k < fixed) {
       out += str_cat("parameter or buffer '", graph_->input(k).name, "'");
     } else if (k - fixed < inputs_.size()) {
       out += str_cat("input #", k - fixed, " '", inputs_[k - fixed].name, "'");
     } else {
-      out += match[0].str();
+      out.append(message, found, end - found);
     }
-    position = match[0].second;
+    position = end;
   }
-  out.append(position, message.cend());
+  out.append(message, position, std::string::npos);
   return out;
 }
 

@@ -444,6 +444,14 @@ TEST(RunnerPackage, RefusesPackagesWhosePartsDisagree) {
                   "outside the cache");
   EXPECT_CONTAINS(refusal("text.luminal", [](PackageParts& p) { p.meta["state_names"] = "x"; }),
                   "the field 'state_names' is a string");
+  // Long hostile strings are checked without recursion (no std::regex).
+  EXPECT_CONTAINS(refusal("long_entry.luminal",
+                          [](PackageParts& p) { p.state["tensors"][0]["entry"] = "state/" + std::string(200000, '7') + ".bin"; }),
+                  "names the entry 'state/777");
+  std::string deep;
+  for (int i = 0; i < 100000; ++i) deep += "a/";
+  EXPECT_CONTAINS(refusal("long_cache.luminal", [&](PackageParts& p) { p.meta["cache_entries"] = {deep + "b"}; }),
+                  "outside the cache");
 }
 
 namespace {
