@@ -464,7 +464,6 @@ std::vector<std::optional<int64_t>> Model::run_on_device(const std::vector<runti
   }
   const std::lock_guard<std::mutex> lock(state_->run_mutex);
   cuda.make_current();
-  const size_t fixed = state_->views.size();
   const std::vector<runtime::TensorView> all = program_inputs(inputs);
   const runtime::SymbolValues symbols = bind(all);
   check_updated(all);
