@@ -409,7 +409,10 @@ def test_saving_writes_one_zip_with_program_state_and_meta(tmp_path: Path) -> No
     with zipfile.ZipFile(tmp_path / "m.luminal") as package:
         names = set(package.namelist())
         meta = json.loads(package.read("luminal_module/meta.json"))
-    assert {"luminal_module/format", "luminal_module/program.pt2", "luminal_module/state.pt"} <= names
+    state = {"luminal_module/state.json", *(f"luminal_module/state/{k}.bin" for k in range(4))}
+    assert {"luminal_module/format", "luminal_module/program.pt2", *state} <= names
+    assert "luminal_module/state.pt" not in names  # torch-free: the C++ runner reads packages
+    assert meta["format"] == "luminal-module 2"
     assert meta["state_names"] == ["0.weight", "0.bias", "2.weight", "2.bias"]
     assert meta["options"] == {"strict": True, "megakernel": False, "min_partition_size": 1}
     assert meta["input_specs"][0]["shape"] == [5, 8]
@@ -425,6 +428,78 @@ def _rewrite_meta(source: Path, target: Path, change: dict[str, object]) -> None
             if name == "luminal_module/meta.json":
                 data = json.dumps({**json.loads(data), **change}).encode()
             out.writestr(name, data)
+
+
+def _rewrite_entries(source: Path, target: Path, change: dict[str, bytes | None]) -> None:
+    """A copy of the package with entries replaced (bytes), removed (None) or added."""
+    import zipfile
+
+    with zipfile.ZipFile(source) as package, zipfile.ZipFile(target, "w") as out:
+        for name in package.namelist():
+            if name not in change:
+                out.writestr(name, package.read(name))
+        for name, data in change.items():
+            if data is not None:
+                out.writestr(name, data)
+
+
+def test_packages_of_format_1_with_a_torch_state_still_load(tmp_path: Path) -> None:
+    import io
+    import json
+    import zipfile
+
+    model = mlp("cpu")
+    compiled = luminal.compile(model, (rand(5, 8),), options={"strict": True})
+    compiled.save(tmp_path / "m.luminal")
+    state = io.BytesIO()
+    torch.save({name: t.detach() for name, t in model.state_dict().items()}, state)
+    with zipfile.ZipFile(tmp_path / "m.luminal") as package:
+        meta = json.loads(package.read("luminal_module/meta.json"))
+        removed: dict[str, bytes | None] = {n: None for n in package.namelist() if n.startswith("luminal_module/state")}
+    meta["format"] = "luminal-module 1"
+    _rewrite_entries(
+        tmp_path / "m.luminal",
+        tmp_path / "old.luminal",
+        {**removed, "luminal_module/state.pt": state.getvalue(), "luminal_module/meta.json": json.dumps(meta).encode()},
+    )
+    x = rand(5, 8)
+    assert torch.equal(luminal.load(tmp_path / "old.luminal")(x), compiled(x))
+
+
+class TransposedWeight(torch.nn.Module):
+    """A parameter whose strides are not row-major: the package keeps them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(6, 4).t())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.weight
+
+
+def test_package_state_keeps_strides_and_refuses_bad_entries(tmp_path: Path) -> None:
+    import json
+    import zipfile
+
+    model = TransposedWeight()
+    compiled = luminal.compile(model, (rand(3, 4),), options={"strict": True})
+    compiled.save(tmp_path / "m.luminal")
+    loaded = luminal.load(tmp_path / "m.luminal")
+    assert isinstance(loaded, luminal.LuminalModule)
+    assert loaded._state[0].stride() == model.weight.stride() == (1, 4)
+    x = rand(3, 4)
+    assert torch.equal(loaded(x), compiled(x))
+    with zipfile.ZipFile(tmp_path / "m.luminal") as package:
+        index = json.loads(package.read("luminal_module/state.json"))
+    short = {"luminal_module/state/0.bin": bytes(12)}
+    _rewrite_entries(tmp_path / "m.luminal", tmp_path / "short.luminal", short)
+    with pytest.raises(luminal.LuminalError, match="needs 96 bytes, its entry holds 12"):
+        luminal.load(tmp_path / "short.luminal")
+    index["tensors"][0]["dtype"] = "float64"
+    wrong = {"luminal_module/state.json": json.dumps(index).encode()}
+    _rewrite_entries(tmp_path / "m.luminal", tmp_path / "dtype.luminal", wrong)
+    with pytest.raises(luminal.LuminalError, match="does not match float32"):
+        luminal.load(tmp_path / "dtype.luminal")
 
 
 def test_package_cache_entries_stay_inside_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,6 +1,13 @@
-"""luminal-run, the C++ runner: .pt2 archives written by torch.export.save, inputs as .npy files,
-run with no Python. Its outputs must be bit-identical to ``luminal.load(path)(*inputs)`` (the same
-CPU engine, from Python) and close to eager.
+"""luminal-run, the C++ runner: luminal packages (luminal.compile(...).save) and .pt2 archives
+written by torch.export.save, inputs as .npy files, run with no Python on the CPU or the CUDA
+engine. Its outputs must be bit-identical to ``luminal.load(path)(*inputs)`` (the same engine, from
+Python, on the same device) and close to eager.
+
+On CUDA the bits match when the runner makes the choices the Python process made: the test runs
+Python first with its own LUMINAL_CACHE_DIR, which the runner (a child process) inherits and reads
+the measured choices from (a package also carries them: the package test gives the runner a fresh
+cache directory), and it points the runner at the CUDA libraries this process loaded. It checks both:
+the runner reports no choice measured anew and the same library files.
 
 The executable is LUMINAL_RUN when set (the Makefile sets it), else build/dev/luminal-run: the
 build directory of ``make build`` and of the developer build. A missing executable fails the tests
@@ -8,11 +15,15 @@ build directory of ``make build`` and of the developer build. A missing executab
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
-from collections.abc import Sequence
+import zipfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,7 +31,8 @@ import torch
 from torch.export import Dim
 
 import luminal
-from helpers import assert_same, rand
+from helpers import assert_same, rand, set_env
+from luminal._cuda_libraries import _candidate_dirs
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "examples" / "dlrm"))
@@ -35,9 +47,65 @@ def runner() -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A cache directory of this test's own, shared by Python and the runners it starts (the
+    environment is inherited): the runner finds the choices Python measured."""
+    cache = tmp_path / "cache"
+    set_env(monkeypatch, "LUMINAL_CACHE_DIR", str(cache))
+    yield cache
+
+
+_CUDA_LIBRARIES = ("libnvrtc", "libcublasLt", "libcudnn")
+
+
+def loaded_cuda_libraries() -> dict[str, str]:
+    """The CUDA libraries this process has mapped (by the names luminal-run --verbose uses), their real paths."""
+    found: dict[str, str] = {}
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        path = line.split(maxsplit=5)[-1] if len(line.split()) >= 6 else ""
+        name = os.path.basename(path)
+        for library in _CUDA_LIBRARIES:
+            if re.fullmatch(rf"{library}\.so(\.[0-9]+)*", name):
+                found.setdefault(library, os.path.realpath(path))
+    return found
+
+
+def device_arguments(device: str) -> list[str]:
+    """luminal-run's options for the choices this process makes on `device`: the CUDA libraries'
+    directories (those this process loaded first, then luminal's search list; NVRTC also serves the
+    CPU's LUMINAL_CHECK_CUDA_CODEGEN compile) and on CUDA, TF32 as torch has it."""
+    arguments = []
+    dirs = [os.path.dirname(path) for path in loaded_cuda_libraries().values()] + _candidate_dirs()
+    for directory in dict.fromkeys(dirs):
+        arguments += ["--cuda-lib-dir", directory]
+    if device == "cpu":
+        return arguments
+    arguments += ["--device", "cuda"]
+    if torch.backends.cuda.matmul.allow_tf32:
+        arguments.append("--tf32-matmul")
+    if torch.backends.cudnn.allow_tf32:
+        arguments.append("--tf32-convolution")
+    return arguments
+
+
+def check_same_choices(device: str, report: str) -> None:
+    """On CUDA: the runner measured no choice anew (it took Python's from the cache) and loaded the
+    library files this process uses."""
+    if device == "cpu":
+        assert "engine: cpu" in report, report
+        return
+    assert "engine: cuda:0" in report, report
+    counts = re.search(r"cuda choices: (\d+) from the cache, (\d+) measured", report)
+    assert counts is not None and int(counts.group(2)) == 0, report
+    used = dict(re.findall(r"^(lib\w+): (/\S+)$", report, re.MULTILINE))
+    for library, path in loaded_cuda_libraries().items():
+        assert os.path.realpath(used.get(library, "")) == path, (library, path, report)
+
+
 def to_npy(tensor: torch.Tensor, path: Path) -> None:
     """bfloat16 has no NumPy dtype: its bits are saved as 2-byte records ('|V2'), as luminal-run reads them."""
-    tensor = tensor.detach().contiguous()
+    tensor = tensor.detach().cpu().contiguous()
     if tensor.dtype == torch.bfloat16:
         np.save(path, tensor.view(torch.int16).numpy().view("V2"))
     else:
@@ -53,7 +121,7 @@ def from_npy(path: Path, dtype: torch.dtype) -> torch.Tensor:
 
 
 def raw_bytes(tensor: torch.Tensor) -> bytes:
-    return tensor.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+    return tensor.cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
 def export_to(path: Path, model: torch.nn.Module, args: tuple[object, ...], dynamic_shapes: object = None) -> Path:
@@ -66,16 +134,28 @@ def run_cli(runner: Path, *args: str | Path) -> subprocess.CompletedProcess[str]
     return subprocess.run([str(runner), *map(str, args)], capture_output=True, text=True, timeout=300, check=False)
 
 
-def run_runner(runner: Path, archive: Path, inputs: Sequence[torch.Tensor], work: Path) -> list[Path]:
-    """Runs luminal-run on `inputs` (saved as .npy in `work`); returns the output files in order."""
-    arguments: list[str | Path] = [archive]
+def run_runner(
+    runner: Path,
+    archive: Path,
+    inputs: Sequence[torch.Tensor],
+    work: Path,
+    device: str = "cpu",
+    env: dict[str, str] | None = None,
+) -> list[Path]:
+    """Runs luminal-run on `inputs` (saved as .npy in `work`) on `device`, after this process ran
+    the same program there; returns the output files in order."""
+    arguments: list[str | Path] = [archive, *device_arguments(device), "--verbose"]
     for k, tensor in enumerate(inputs):
         path = work / f"input_{k}.npy"
         to_npy(tensor, path)
         arguments += ["--input", path]
     out = work / "out"
-    result = run_cli(runner, *arguments, "--output-dir", out)
+    result = subprocess.run(
+        [str(runner), *map(str, arguments), "--output-dir", str(out)],
+        capture_output=True, text=True, timeout=300, check=False, env=env,
+    )  # fmt: skip
     assert result.returncode == 0, f"luminal-run failed ({result.returncode}): {result.stderr}"
+    check_same_choices(device, result.stderr)
     written = sorted(out.glob("output_*.npy"), key=lambda p: int(p.stem.split("_")[1]))
     updated = list(out.glob("updated_input_*.npy"))
     assert len(result.stdout.splitlines()) == len(written) + len(updated), result.stdout
@@ -89,16 +169,24 @@ def check_against_python(
     eager: Sequence[torch.Tensor],
     work: Path,
     tolerance_scale: float = 1.0,
+    device: str = "cpu",
+    call: Any = None,
+    env: dict[str, str] | None = None,
 ) -> None:
-    """luminal-run's outputs: the bytes of luminal.load's, and close to eager's."""
-    python = luminal.load(archive)(*inputs)
-    written = run_runner(runner, archive, inputs, work)
+    """luminal-run's outputs on `device`: the bytes of luminal.load's there (`call`: how the loaded
+    program takes the inputs), and close to eager's."""
+    loaded = luminal.load(archive)
+    on_device = [t.to(device) for t in inputs]
+    python = list(call(loaded, on_device) if call is not None else loaded(*on_device))
+    written = run_runner(runner, archive, inputs, work, device, env)
+    eager = list(eager)
     assert len(written) == len(python) == len(eager)
     for k, (path, expected, reference) in enumerate(zip(written, python, eager, strict=True)):
+        expected = expected.cpu()
         got = from_npy(path, expected.dtype)
         assert got.dtype == expected.dtype and got.shape == expected.shape, (k, got.dtype, got.shape, expected.shape)
         assert raw_bytes(got) == raw_bytes(expected), f"output {k} differs from luminal.load's"
-        assert_same(got, reference, tolerance_scale)
+        assert_same(got, reference.cpu(), tolerance_scale)
 
 
 class MLP(torch.nn.Module):
@@ -112,46 +200,98 @@ class MLP(torch.nn.Module):
         return self.layers(x)
 
 
+def save_package(path: Path, model: torch.nn.Module, args: tuple[Any, ...]) -> Path:
+    """luminal.compile(...).save after one call (on CUDA the call compiles the kernels and measures
+    the choices the package then carries)."""
+    compiled = luminal.compile(model, args, options={"strict": True})
+    compiled(*args)
+    compiled.save(path)
+    return path
+
+
 @pytest.mark.parametrize("batch", [1, 7])
-def test_mlp_matches_python_and_eager(runner: Path, tmp_path: Path, batch: int) -> None:
-    model = MLP().eval()
-    archive = export_to(tmp_path / "mlp.pt2", model, (rand(batch, 8),))
+def test_mlp_matches_python_and_eager(runner: Path, tmp_path: Path, device: str, batch: int) -> None:
+    model = MLP().eval().to(device)
+    pt2 = export_to(tmp_path / "mlp.pt2", model, (rand(batch, 8, device=device),))
+    package = save_package(tmp_path / "mlp.luminal", model, (rand(batch, 8, device=device),))
     for seed in range(2):
         torch.manual_seed(seed)
-        x = rand(batch, 8)
+        x = rand(batch, 8, device=device)
         with torch.no_grad():
             eager = [model(x)]
-        work = tmp_path / f"run{seed}"
-        work.mkdir()
-        check_against_python(runner, archive, [x], eager, work)
+        for archive in (pt2, package):
+            work = tmp_path / f"run{seed}_{archive.suffix[1:]}"
+            work.mkdir()
+            check_against_python(runner, archive, [x], eager, work, device=device, call=call_flat)
+    assert luminal.load(package).stats()["aot"]["loaded"]
 
 
-def test_mlp_with_a_dynamic_batch(runner: Path, tmp_path: Path) -> None:
-    model = MLP().eval()
+def call_flat(loaded: Any, inputs: list[torch.Tensor]) -> list[Any]:
+    """A .pt2 program returns a list; a package's module returns the model's output structure."""
+    if isinstance(loaded, luminal.LuminalModule):
+        out = loaded(*inputs)
+        return list(out) if isinstance(out, (tuple, list)) else [out]
+    return list(loaded(*inputs))
+
+
+def test_a_package_carries_its_measured_choices(
+    runner: Path, tmp_path: Path, device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner, given a fresh cache directory, takes the package's cache entries: on CUDA it then
+    measures nothing anew and reproduces the saving process's bits."""
+    model = MLP().eval().to(device)
+    package = save_package(tmp_path / "mlp.luminal", model, (rand(64, 8, device=device),))
+    x = rand(64, 8, device=device)
+    with torch.no_grad():
+        eager = [model(x)]
+    fresh = tmp_path / "fresh_cache"
+    env = {**os.environ, "LUMINAL_CACHE_DIR": str(fresh)}
+    check_against_python(runner, package, [x], eager, tmp_path, device=device, call=call_flat, env=env)
+    with zipfile.ZipFile(package) as archive:
+        carried = set(json.loads(archive.read("luminal_module/meta.json"))["cache_entries"])
+    installed = {p.relative_to(fresh).as_posix() for p in fresh.rglob("*") if p.is_file()}
+    assert installed == carried, "the runner built what the package carries anew (other CUDA libraries?)"
+    assert carried or device == "cpu", "on CUDA a package carries its kernels and choices"
+
+
+def test_mlp_with_a_dynamic_batch(runner: Path, tmp_path: Path, device: str) -> None:
+    model = MLP().eval().to(device)
     dynamic = ({0: Dim("batch", min=1, max=64)},)
-    archive = export_to(tmp_path / "mlp_dynamic.pt2", model, (rand(4, 8),), dynamic)
+    archive = export_to(tmp_path / "mlp_dynamic.pt2", model, (rand(4, 8, device=device),), dynamic)
     listing = run_cli(runner, archive, "--list")
     assert listing.returncode == 0, listing.stderr
     assert "input 0 x: float32[" in listing.stdout and "symbol " in listing.stdout, listing.stdout
     for batch in [1, 5, 33]:
-        x = rand(batch, 8)
+        x = rand(batch, 8, device=device)
         with torch.no_grad():
             eager = [model(x)]
         work = tmp_path / f"batch{batch}"
         work.mkdir()
-        check_against_python(runner, archive, [x], eager, work)
+        check_against_python(runner, archive, [x], eager, work, device=device)
 
 
-def test_mini_dlrm_matches_python_and_eager(runner: Path, tmp_path: Path) -> None:
-    model = DLRM(MINI).eval()
-    archive = export_to(tmp_path / "dlrm.pt2", model, make_inputs(MINI, 16))
+def dlrm_call(loaded: Any, inputs: list[torch.Tensor]) -> list[Any]:
+    """The DLRM's flat inputs (dense, the indices, the offsets) in its call structure for a package."""
+    if not isinstance(loaded, luminal.LuminalModule):
+        return list(loaded(*inputs))
+    tables = (len(inputs) - 1) // 2
+    return [loaded(inputs[0], inputs[1 : 1 + tables], inputs[1 + tables :])]
+
+
+def test_mini_dlrm_matches_python_and_eager(runner: Path, tmp_path: Path, device: str) -> None:
+    model = DLRM(MINI).eval().to(device)
+    pt2 = export_to(tmp_path / "dlrm.pt2", model, make_inputs(MINI, 16, device=device))
+    package = save_package(tmp_path / "dlrm.luminal", model, make_inputs(MINI, 16, device=device))
     for seed in range(2):
-        dense, indices, offsets = make_inputs(MINI, 16, bag_size=1, generator=torch.Generator().manual_seed(seed))
+        generator = torch.Generator().manual_seed(seed)
+        dense, indices, offsets = make_inputs(MINI, 16, bag_size=1, device=device, generator=generator)
         with torch.no_grad():
             eager = [model(dense, indices, offsets)]
-        work = tmp_path / f"run{seed}"
-        work.mkdir()
-        check_against_python(runner, archive, [dense, *indices, *offsets], eager, work, tolerance_scale=4)
+        for archive in (pt2, package):
+            work = tmp_path / f"run{seed}_{archive.suffix[1:]}"
+            work.mkdir()
+            inputs = [dense, *indices, *offsets]
+            check_against_python(runner, archive, inputs, eager, work, 4, device=device, call=dlrm_call)
 
 
 class EveryDtype(torch.nn.Module):
@@ -168,14 +308,14 @@ class EveryDtype(torch.nn.Module):
         )  # fmt: skip
 
 
-def test_every_dtype_round_trips_through_npy(runner: Path, tmp_path: Path) -> None:
+def test_every_dtype_round_trips_through_npy(runner: Path, tmp_path: Path, device: str) -> None:
     model = EveryDtype()
     dtypes = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16,
               torch.int8, torch.uint8, torch.bool]  # fmt: skip
     inputs = [rand(3, 5, dtype=dtype) for dtype in dtypes]
     archive = export_to(tmp_path / "dtypes.pt2", model, tuple(inputs))
     inputs = [rand(3, 5, dtype=dtype) for dtype in dtypes]
-    check_against_python(runner, archive, inputs, list(model(*inputs)), tmp_path)
+    check_against_python(runner, archive, inputs, list(model(*inputs)), tmp_path, device=device)
 
 
 class AddInPlace(torch.nn.Module):
@@ -184,15 +324,15 @@ class AddInPlace(torch.nn.Module):
         return x * 2, x.shape[0]
 
 
-def test_inputs_updated_in_place_and_integer_outputs(runner: Path, tmp_path: Path) -> None:
+def test_inputs_updated_in_place_and_integer_outputs(runner: Path, tmp_path: Path, device: str) -> None:
     dynamic = ({0: Dim("rows")}, {0: Dim("rows")})
     archive = export_to(tmp_path / "inplace.pt2", AddInPlace(), (rand(3, 4), rand(3, 4)), dynamic)
     x, y = rand(5, 4), rand(5, 4)
-    updated = x.clone()
-    python = luminal.load(archive)(updated, y)  # updates `updated` in place
+    updated = x.clone().to(device)
+    python = luminal.load(archive)(updated, y.to(device))  # updates `updated` in place
     eager_x = x.clone()
     eager = AddInPlace()(eager_x, y)
-    written = run_runner(runner, archive, [x, y], tmp_path)
+    written = run_runner(runner, archive, [x, y], tmp_path, device)
     assert [p.name for p in written] == ["output_0.npy", "output_1.npy"]
     assert raw_bytes(from_npy(written[0], torch.float32)) == raw_bytes(python[0])
     assert_same(from_npy(written[0], torch.float32), eager[0])
@@ -239,3 +379,74 @@ def test_errors_are_one_line_with_a_nonzero_exit(runner: Path, tmp_path: Path) -
     usage = run_cli(runner, archive, "--bogus")
     assert usage.returncode == 2 and "unknown option --bogus" in usage.stderr
     assert run_cli(runner, archive).returncode == 2  # neither --output-dir nor --list
+
+
+def expect_error(runner: Path, arguments: Sequence[str | Path], message: str) -> None:
+    result = run_cli(runner, *arguments)
+    assert result.returncode == 1, (arguments, result.returncode, result.stderr)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("luminal-run: error: "), result.stderr
+    assert message in lines[0], (message, lines[0])
+
+
+def test_a_device_that_is_not_there_is_a_clear_error(runner: Path, tmp_path: Path) -> None:
+    archive = export_to(tmp_path / "mlp.pt2", MLP().eval(), (rand(2, 8),))
+    x = tmp_path / "x.npy"
+    to_npy(rand(2, 8), x)
+    if torch.cuda.is_available():
+        count = torch.cuda.device_count()
+        device, message = f"cuda:{count}", f"cuda:{count} is not available: this machine has {count} CUDA device"
+    else:
+        device, message = "cuda", "no CUDA device is available"
+    expect_error(runner, [archive, "--device", device, "--input", x, "--output-dir", tmp_path / "out"], message)
+    assert not (tmp_path / "out").exists()
+
+
+def rewrite_package(source: Path, target: Path, change: dict[str, bytes | None]) -> Path:
+    """A copy of the package with entries replaced (bytes) or removed (None)."""
+    with zipfile.ZipFile(source) as package, zipfile.ZipFile(target, "w") as out:
+        for name in package.namelist():
+            if name in change:
+                if change[name] is not None:
+                    out.writestr(name, change[name])
+            else:
+                out.writestr(name, package.read(name))
+    return target
+
+
+def test_package_inputs_and_contents_are_checked(runner: Path, tmp_path: Path, device: str) -> None:
+    model = MLP().eval().to(device)
+    package = save_package(tmp_path / "mlp.luminal", model, (rand(4, 8, device=device),))
+    listing = run_cli(runner, package, "--list")
+    assert listing.returncode == 0 and "input 0 argument [0]: float32[4, 8]" in listing.stdout, listing
+    files = {name: tmp_path / f"{name}.npy" for name in ("good", "f64", "shape")}
+    to_npy(rand(4, 8), files["good"])
+    to_npy(rand(4, 8, dtype=torch.float64), files["f64"])
+    to_npy(rand(4, 9), files["shape"])
+    out = tmp_path / "out"
+    on = [*device_arguments(device), "--output-dir", out]
+    expect_error(runner, [package, "--input", files["f64"], *on], "input #0 'argument [0]' must be float32")
+    expect_error(runner, [package, "--input", files["shape"], *on], "input #0 'argument [0]'")
+    expect_error(runner, [package, *on], "takes 1 inputs, 0 --input files given")
+
+    with zipfile.ZipFile(package) as archive:
+        meta = json.loads(archive.read("luminal_module/meta.json"))
+        index = json.loads(archive.read("luminal_module/state.json"))
+    old = rewrite_package(
+        package,
+        tmp_path / "old.luminal",
+        {"luminal_module/meta.json": json.dumps({**meta, "format": "luminal-module 1"}).encode()},
+    )
+    expect_error(runner, [old, "--list"], "load it with luminal.load and save it again")
+    short = rewrite_package(package, tmp_path / "short.luminal", {"luminal_module/state/0.bin": bytes(10)})
+    expect_error(runner, [short, "--list"], "needs 1024 bytes, its entry holds 10")
+    index["tensors"][1]["sizes"] = [31]
+    resized = rewrite_package(
+        package, tmp_path / "resized.luminal", {"luminal_module/state.json": json.dumps(index).encode()}
+    )
+    expect_error(runner, [resized, "--list"], "does not match its spec torch.float32[32]")
+    outside = {"luminal_module/meta.json": json.dumps({**meta, "cache_entries": ["../outside"]}).encode()}
+    expect_error(runner, [rewrite_package(package, tmp_path / "c.luminal", outside), "--list"], "outside the cache")
+    missing = rewrite_package(package, tmp_path / "missing.luminal", {"luminal_module/state/2.bin": None})
+    expect_error(runner, [missing, "--list"], "state/2.bin")
+    assert not out.exists(), "a failed run writes nothing"

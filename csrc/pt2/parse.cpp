@@ -817,6 +817,10 @@ auto guard_json(std::string_view source, Body body) {
 
 }  // namespace
 
+nlohmann::json parse_json_document(std::string_view json_text, std::string_view source, size_t max_json_values) {
+  return parse_json_text(json_text, source, max_json_values);
+}
+
 ExportedProgram parse_exported_program(std::string_view json_text, std::string_view source,
                                        size_t max_json_values) {
   const json doc = parse_json_text(json_text, source, max_json_values);

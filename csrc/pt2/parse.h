@@ -20,6 +20,11 @@ namespace luminal::pt2 {
 // exported programs take 20-35 bytes of text per value (64 MiB of them hold ~2-3 Mi values).
 inline constexpr size_t kDefaultMaxJsonValues = size_t{2} << 20;
 
+// Any JSON document, parsed with the same bound on its values (and the same error messages) as the
+// archive's own documents: for the other JSON files a package holds (a luminal package's meta.json).
+nlohmann::json parse_json_document(std::string_view json_text, std::string_view source,
+                                   size_t max_json_values = kDefaultMaxJsonValues);
+
 // Accepts schema major version 8 (torch 2.6 ... 2.15) and 9; any other version is an error naming
 // the version found. `source` names the document in error messages.
 ExportedProgram parse_exported_program(std::string_view json_text,

@@ -1,11 +1,13 @@
-// luminal-run: runs a .pt2 archive (torch.export.save, weights included) on luminal's CPU engine,
-// with inputs read from .npy files and outputs written as .npy files. No Python, no torch.
+// luminal-run: runs a luminal package (luminal.compile(...).save) or a .pt2 archive
+// (torch.export.save, weights included) on luminal's CPU or CUDA engine, with inputs read from
+// .npy files and outputs written as .npy files. No Python, no torch.
 //
-//   luminal-run MODEL.pt2 --list
-//   luminal-run MODEL.pt2 --input a.npy --input b.npy --output-dir out/
+//   luminal-run MODEL.luminal --list
+//   luminal-run MODEL.pt2 --input a.npy --input b.npy --output-dir out/ [--device cuda]
 //
 // Exit status: 0 on success, 1 when loading or running fails, 2 for a bad command line; a failure
 // prints one line "luminal-run: error: ..." on stderr.
+#include <algorithm>
 #include <exception>
 #include <filesystem>
 #include <iostream>
@@ -20,14 +22,23 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: luminal-run MODEL.pt2 [--input FILE.npy]... --output-dir DIR [--max-archive-bytes N]\n"
-    "       luminal-run MODEL.pt2 --list\n"
-    "Runs a .pt2 archive written by torch.export.save (weights from the archive) on luminal's CPU engine.\n"
+    "usage: luminal-run MODEL [--input FILE.npy]... --output-dir DIR [--device cpu|cuda|cuda:N] [options]\n"
+    "       luminal-run MODEL --list\n"
+    "Runs MODEL, a luminal package (luminal.compile(...).save(path)) or a .pt2 archive written by\n"
+    "torch.export.save (weights from the archive), on luminal's CPU engine or on its CUDA engine.\n"
     "  --input FILE.npy         the next user input, in the program's order (see --list)\n"
     "  --output-dir DIR         writes DIR/output_<k>.npy for each user output (created if missing), and\n"
     "                           DIR/updated_input_<k>.npy for each input the program updates in place\n"
     "  --list                   prints the program's inputs, outputs and shape symbols, and exits\n"
     "  --max-archive-bytes N    the most bytes read from the archive (default LUMINAL_MAX_ARCHIVE_BYTES, else 64 GiB)\n"
+    "  --device D               cpu (default), cuda (cuda:0) or cuda:N; on CUDA the weights are uploaded once\n"
+    "  --tf32-matmul            CUDA: TF32 in float32 matmuls (torch.backends.cuda.matmul.allow_tf32)\n"
+    "  --tf32-convolution       CUDA: TF32 in float32 convolutions (torch.backends.cudnn.allow_tf32)\n"
+    "  --cuda-lib-dir DIR       CUDA: search DIR first for libnvrtc, libcublasLt, libcudnn (repeatable)\n"
+    "  --no-cache-entries       packages: do not install the package's kernels and measured choices\n"
+    "  --verbose                prints what the engine did (choices, cache hits, libraries) on stderr\n"
+    "On CUDA the bits are luminal's Python path's when both use the same CUDA libraries, TF32 settings and\n"
+    "measured choices: a package carries its choices; for a .pt2, share LUMINAL_CACHE_DIR with the Python run.\n"
     ".npy files: little-endian, C-order float32/float64/float16/int64/int32/int16/int8/uint8/bool; bfloat16 as\n"
     "raw 2-byte records ('|V2', e.g. numpy's a.view('V2') of the bits). Integer outputs are int64 0-d arrays.\n";
 
@@ -43,8 +54,23 @@ struct Arguments {
   std::string output_dir;
   bool list = false;
   bool help = false;
+  bool verbose = false;
   std::optional<uint64_t> max_archive_bytes;
+  luminal::runner::LoadOptions load;
 };
+
+luminal::runtime::Device parse_device(const std::string& text) {
+  if (text == "cpu") return {};
+  if (text == "cuda") return {luminal::runtime::DeviceType::CUDA, 0};
+  const std::string prefix = "cuda:";
+  const std::string number = text.substr(std::min(text.size(), prefix.size()));
+  const bool numeric = !number.empty() && number.size() <= 4 &&
+                       number.find_first_not_of("0123456789") == std::string::npos;
+  if (text.rfind(prefix, 0) != 0 || !numeric) {
+    throw UsageError("--device takes cpu, cuda or cuda:N, got '" + text + "'");
+  }
+  return {luminal::runtime::DeviceType::CUDA, std::stoi(number)};
+}
 
 uint64_t parse_byte_count(const std::string& text) {
   uint64_t value = 0;
@@ -76,6 +102,18 @@ Arguments parse_arguments(int argc, char** argv) {
       args.output_dir = value();
     } else if (arg == "--max-archive-bytes") {
       args.max_archive_bytes = parse_byte_count(value());
+    } else if (arg == "--device") {
+      args.load.device = parse_device(value());
+    } else if (arg == "--tf32-matmul") {
+      args.load.allow_tf32_matmul = true;
+    } else if (arg == "--tf32-convolution") {
+      args.load.allow_tf32_convolution = true;
+    } else if (arg == "--cuda-lib-dir") {
+      args.load.cuda_library_dirs.push_back(value());
+    } else if (arg == "--no-cache-entries") {
+      args.load.install_cache_entries = false;
+    } else if (arg == "--verbose") {
+      args.verbose = true;
     } else if (!arg.empty() && arg[0] == '-') {
       throw UsageError("unknown option " + arg);
     } else if (args.model.empty()) {
@@ -103,7 +141,7 @@ std::string output_path(const std::string& dir, const std::string& stem, size_t 
 }
 
 int run(const Arguments& args) {
-  luminal::runner::LoadOptions options;
+  luminal::runner::LoadOptions options = args.load;
   options.max_archive_bytes = args.max_archive_bytes;
   const auto model = luminal::runner::Model::load(args.model, options);
   if (args.list) {
@@ -134,6 +172,7 @@ int run(const Arguments& args) {
     luminal::runner::write_npy(path, inputs[k]);
     std::cout << path << ": " << inputs[k].describe() << "\n";
   }
+  if (args.verbose) std::cerr << model.report();
   return 0;
 }
 

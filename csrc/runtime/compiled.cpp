@@ -119,6 +119,27 @@ gpu::Executor& CompiledGraph::cuda_executor(CudaCandidate candidate) const {
 }
 #endif
 
+void CompiledGraph::prepare_cuda(const CudaCallContext& cuda) const {
+#if LUMINAL_HAVE_CUDA
+  cuda_executor(row_ ? kRowKernel : kGeneral).prepare(cuda);
+#else
+  fail("this build of luminal has no CUDA engine (it was built without the CUDA toolkit headers)");
+#endif
+}
+
+void CompiledGraph::finish_cuda() const {
+#if LUMINAL_HAVE_CUDA
+  for (const CudaCandidate candidate : {kGeneral, kRowKernel}) {
+    gpu::Executor* executor = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(cuda_mutex_);
+      executor = cuda_[candidate].get();
+    }
+    if (executor) executor->finish();
+  }
+#endif
+}
+
 std::string CompiledGraph::cuda_source() const {
 #if LUMINAL_HAVE_CUDA
   return cuda_executor(row_ ? kRowKernel : kGeneral).module_source();

@@ -98,6 +98,11 @@ class CompiledGraph {
   // the graph runs on the CUDA engine (inputs and outputs on that device), else on the CPU.
   void run(const std::vector<TensorView>& inputs, const std::vector<TensorView>& outputs,
            const SymbolValues& symbols, const CudaCallContext* cuda = nullptr) const;
+  // CUDA: builds the program that calls with contiguous inputs take, loads its module and uploads
+  // the constants (weights) on the context's device now instead of at the first call.
+  void prepare_cuda(const CudaCallContext& cuda) const;
+  // CUDA: waits for the calls launched so far and raises the device-side errors they recorded.
+  void finish_cuda() const;
   // The generated CUDA module (empty when CUDA is unavailable in this build).
   std::string cuda_source() const;
 

@@ -16,12 +16,18 @@ failure policy: without ``strict`` what luminal cannot run runs in eager with on
 LuminalFallbackWarning (per partition when it can), ``strict=True`` raises.
 
 The package (``save``) is a zip file, stored uncompressed:
-    luminal_module/format           "luminal-module 1"
+    luminal_module/format           "luminal-module 2"
     luminal_module/meta.json        input and output structure and specs, state names and roles, options
     luminal_module/program.pt2      the PT2 archive (Core ATen; the state are its first inputs)
-    luminal_module/state.pt         the parameters and buffers (torch.save, loaded with weights_only)
+    luminal_module/state.json       the parameters and buffers, in state order: name, dtype ("float32"),
+                                    sizes, strides (elements), entry and its byte count
+    luminal_module/state/<k>.bin    state tensor k's bytes (little-endian), from its first element to its
+                                    last as its strides reach: torch-free, so that the C++ runner
+                                    (csrc/runner, luminal-run) loads packages too
     luminal_module/cache/<path>     on-disk cache entries (CUDA kernels and tuned choices) this module
                                     used, relative to the cache root; installed there when loaded
+
+Packages of format "luminal-module 1" (state.pt, a torch.save of the state) still load here.
 
 Layer: beside backend, above fallback (export -> compiled -> export_cache -> fallback -> aot).
 """
@@ -65,8 +71,16 @@ from luminal.policy import (
 
 __all__ = ["LuminalModule", "compile", "export_count", "load"]
 
-_FORMAT = "luminal-module 1"
+_FORMAT = "luminal-module 2"
+_FORMAT_TORCH_STATE = "luminal-module 1"  # older packages: the state as state.pt (torch.save)
 _PREFIX = "luminal_module/"
+_STATE_FORMAT = "luminal-state 1"
+# The dtypes a package's state may hold: the core's (csrc/common/dtype.h), by torch's name.
+_STATE_DTYPES = {
+    str(dtype).removeprefix("torch."): dtype
+    for dtype in (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+                  torch.bfloat16, torch.float32, torch.float64)
+}  # fmt: skip
 
 _count_lock = threading.Lock()
 _exports = 0
@@ -553,8 +567,7 @@ class LuminalModule:
         meta = asdict(self._layout)
         meta["format"] = _FORMAT
         meta["torch"] = torch.__version__
-        state = io.BytesIO()
-        torch.save(dict(zip(self._layout.state_names, [t.detach() for t in self._state], strict=True)), state)
+        state_index, state_entries = _encode_state(self._layout.state_names, self._state)
         entries = _cache_entries(self._journal_start)
         meta["cache_entries"] = sorted(entries)
         target = Path(path)
@@ -564,12 +577,84 @@ class LuminalModule:
                 package.writestr(_PREFIX + "format", _FORMAT)
                 package.writestr(_PREFIX + "meta.json", json.dumps(meta, indent=1))
                 package.writestr(_PREFIX + "program.pt2", self._archive)
-                package.writestr(_PREFIX + "state.pt", state.getvalue())
+                package.writestr(_PREFIX + "state.json", json.dumps(state_index, indent=1))
+                for name, data in state_entries.items():
+                    package.writestr(_PREFIX + name, data)
                 for relative, data in entries.items():
                     package.writestr(_PREFIX + "cache/" + relative, data)
             os.replace(temporary, target)
         finally:
             temporary.unlink(missing_ok=True)
+
+
+def _storage_extent(tensor: torch.Tensor) -> int:
+    """How many elements a tensor's strides reach from its first element (0 when it has none)."""
+    if tensor.numel() == 0:
+        return 0
+    return 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True))
+
+
+def _encode_state(names: Sequence[str], tensors: Sequence[torch.Tensor]) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """state.json and the state/<k>.bin entries: each tensor's bytes from its first element over
+    what its strides reach, so that the layout (and the program's choices that depend on it) is
+    kept as bound."""
+    index: list[dict[str, Any]] = []
+    entries: dict[str, bytes] = {}
+    for k, (name, tensor) in enumerate(zip(names, tensors, strict=True)):
+        dtype = str(tensor.dtype).removeprefix("torch.")
+        if dtype not in _STATE_DTYPES:
+            raise LuminalError(
+                f"luminal.compile: state tensor '{name}' has dtype {tensor.dtype}, which a package cannot hold"
+            )
+        flat = torch.as_strided(tensor.detach(), (_storage_extent(tensor),), (1,), tensor.storage_offset())
+        data = flat.cpu().contiguous().view(torch.uint8).numpy().tobytes()
+        entry = f"state/{k}.bin"
+        entries[entry] = data
+        index.append(
+            {"name": name, "dtype": dtype, "sizes": list(tensor.shape), "strides": list(tensor.stride()),
+             "entry": entry, "nbytes": len(data)}
+        )  # fmt: skip
+    return {"format": _STATE_FORMAT, "tensors": index}, entries
+
+
+def _decode_state(package: zipfile.ZipFile, path: str | os.PathLike[str], layout: _Layout) -> list[torch.Tensor]:
+    """The state of a package of format 2, checked against the package's own specs, on each spec's device."""
+    index = json.loads(package.read(_PREFIX + "state.json"))
+    tensors = index.get("tensors") if isinstance(index, dict) else None
+    if not isinstance(tensors, list) or index.get("format") != _STATE_FORMAT:
+        raise LuminalError(f"{path}: state.json is not a {_STATE_FORMAT!r} index")
+    names = [t.get("name") if isinstance(t, dict) else None for t in tensors]
+    if names != list(layout.state_names):
+        raise LuminalError(f"{path}: the package's state holds {names}, expected {list(layout.state_names)}")
+    state = []
+    for record, spec in zip(tensors, layout.state_specs, strict=True):
+        dtype = _STATE_DTYPES.get(record.get("dtype"))
+        sizes, strides = record.get("sizes"), record.get("strides")
+        if (
+            dtype is None
+            or str(dtype) != spec.dtype
+            or not isinstance(sizes, list)
+            or not isinstance(strides, list)
+            or len(sizes) != len(strides)
+            or tuple(sizes) != spec.shape
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in sizes + strides)
+        ):
+            raise LuminalError(
+                f"{path}: state tensor {record.get('name')!r} does not match {spec.describe()}: {record}"
+            )
+        entry = record.get("entry")
+        if not isinstance(entry, str) or not re.fullmatch(r"state/[0-9]+\.bin", entry):
+            raise LuminalError(f"{path}: state tensor {record['name']!r} names the entry {entry!r}")
+        data = package.read(_PREFIX + entry)
+        extent = 0 if 0 in sizes else 1 + sum((n - 1) * s for n, s in zip(sizes, strides, strict=True))
+        if len(data) != extent * dtype.itemsize:
+            raise LuminalError(
+                f"{path}: state tensor {record['name']!r} ({spec.describe()}, strides {strides}) needs "
+                f"{extent * dtype.itemsize} bytes, its entry holds {len(data)}"
+            )
+        flat = torch.frombuffer(bytearray(data), dtype=dtype) if data else torch.empty(0, dtype=dtype)
+        state.append(torch.as_strided(flat.to(spec.device), sizes, strides))
+    return state
 
 
 def _cache_entries(journal_start: int) -> dict[str, bytes]:
@@ -741,28 +826,19 @@ def load(
         if max_archive_bytes is not None and total > max_archive_bytes:
             raise LuminalError(f"{path}: the package holds {total} bytes, over max_archive_bytes={max_archive_bytes}")
         meta = json.loads(package.read(_PREFIX + "meta.json"))
-        if meta.get("format") != _FORMAT:
-            raise LuminalError(f"{path}: package format {meta.get('format')!r}, this luminal reads {_FORMAT!r}")
+        if meta.get("format") not in (_FORMAT, _FORMAT_TORCH_STATE):
+            raise LuminalError(
+                f"{path}: package format {meta.get('format')!r}, this luminal reads {_FORMAT!r} and "
+                f"{_FORMAT_TORCH_STATE!r}"
+            )
+        layout = _layout_from(meta)
         archive = package.read(_PREFIX + "program.pt2")
-        state_bytes = package.read(_PREFIX + "state.pt")
+        if meta["format"] == _FORMAT:
+            state = _decode_state(package, path, layout)
+        else:
+            state = _torch_state(package.read(_PREFIX + "state.pt"), path, layout)
         if install_cache_entries:
             _install_cache_entries(package, meta.get("cache_entries", []))
-    layout = _Layout(
-        state_names=tuple(meta["state_names"]),
-        state_roles=tuple(meta["state_roles"]),
-        state_specs=tuple(_spec_from(s) for s in meta["state_specs"]),
-        input_specs=tuple(_spec_from(s) for s in meta["input_specs"]),
-        in_spec=meta["in_spec"],
-        tensor_positions=tuple(meta["tensor_positions"]),
-        constant_leaves=tuple(meta["constant_leaves"]),
-        out_spec=meta["out_spec"],
-        options=meta["options"],
-    )
-    saved = torch.load(io.BytesIO(state_bytes), weights_only=True)
-    missing = [name for name in layout.state_names if name not in saved]
-    if missing:
-        raise LuminalError(f"{path}: the package's state lacks {missing}")
-    state = [saved[name] for name in layout.state_names]
     options = parse_options(layout.options)
     exported = ExportedGraph(
         archive=archive,
@@ -773,6 +849,29 @@ def load(
     journal_start = _C.cache_journal_size()
     function = compile_exported(exported, options.megakernel)
     return LuminalModule(function, layout, state, None, None, archive, journal_start, True, 0)
+
+
+def _torch_state(state_bytes: bytes, path: str | os.PathLike[str], layout: _Layout) -> list[torch.Tensor]:
+    """The state of a package of format 1 (torch.save, loaded with weights_only)."""
+    saved = torch.load(io.BytesIO(state_bytes), weights_only=True)
+    missing = [name for name in layout.state_names if name not in saved]
+    if missing:
+        raise LuminalError(f"{path}: the package's state lacks {missing}")
+    return [saved[name] for name in layout.state_names]
+
+
+def _layout_from(meta: dict[str, Any]) -> _Layout:
+    return _Layout(
+        state_names=tuple(meta["state_names"]),
+        state_roles=tuple(meta["state_roles"]),
+        state_specs=tuple(_spec_from(s) for s in meta["state_specs"]),
+        input_specs=tuple(_spec_from(s) for s in meta["input_specs"]),
+        in_spec=meta["in_spec"],
+        tensor_positions=tuple(meta["tensor_positions"]),
+        constant_leaves=tuple(meta["constant_leaves"]),
+        out_spec=meta["out_spec"],
+        options=meta["options"],
+    )
 
 
 def _spec_from(fields: dict[str, Any]) -> TensorSpec:

@@ -1,6 +1,6 @@
-// The runner (csrc/runner): its strict .npy reader/writer against hostile and malformed files, and
-// the Model API on the fixture archives (signature, a run against eager's recorded outputs, and
-// the errors for calls that do not fit).
+// The runner (csrc/runner): its strict .npy reader/writer against hostile and malformed files, the
+// Model API on the fixture archives (signature, a run against eager's recorded outputs, and the
+// errors for calls that do not fit), and luminal packages built here around a fixture program.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -15,8 +15,13 @@
 
 #include "error_helpers.h"
 #include "fixture_helpers.h"
+#include "zip_helpers.h"
+#include "runner/cuda_device.h"
 #include "runner/npy.h"
 #include "runner/runner.h"
+#if LUMINAL_HAVE_CUDA
+#include "runtime/cuda/api.h"
+#endif
 
 using namespace luminal;
 using luminal::testing::error_of;
@@ -263,6 +268,8 @@ TEST(RunnerModel, RefusesCallsThatDoNotFit) {
   no_data.data = nullptr;
   EXPECT_CONTAINS(error_of([&] { model.run({no_data}); }), "no data pointer");
   EXPECT_CONTAINS(error_of([&] { runner::Model::load(fixture("missing.pt2")); }), "missing.pt2");
+  EXPECT_CONTAINS(error_of([&] { model.run_on_device({good.view()}, {good.view()}, nullptr); }),
+                  "this model runs on the CPU");
 }
 
 TEST(RunnerModel, ListsShapeSymbols) {
@@ -324,4 +331,211 @@ TEST(RunnerModel, WritesInputsUpdatedInPlaceBack) {
   strided.sizes = {2, 3};
   strided.strides = {1, 2};
   EXPECT_CONTAINS(error_of([&] { model.run({strided, y.view()}); }), "must be contiguous");
+}
+
+namespace {
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// A luminal package (python/luminal/aot.py, format 2) around inplace.pt2 (x.add_(y); return x * 2)
+// whose first input x is a buffer of the package, holding `x`: the caller passes y alone.
+struct PackageParts {
+  nlohmann::json meta;
+  nlohmann::json state;
+  std::string x_bytes;
+};
+
+PackageParts inplace_package_parts(const std::vector<float>& x) {
+  const nlohmann::json spec = {{"name", "buffer 'x'"}, {"dtype", "torch.float32"}, {"shape", {2, 3}}, {"device", "cpu"}};
+  PackageParts parts;
+  parts.meta = {{"format", "luminal-module 2"},
+                {"state_names", {"x"}},
+                {"state_roles", {"buffer"}},
+                {"state_specs", {spec}},
+                {"input_specs", {{{"name", "argument [0]"}, {"dtype", "torch.float32"}, {"shape", {2, 3}}, {"device", "cpu"}}}},
+                {"options", {{"strict", true}, {"megakernel", true}, {"min_partition_size", 1}}},
+                {"cache_entries", nlohmann::json::array()}};
+  parts.state = {{"format", "luminal-state 1"},
+                 {"tensors",
+                  {{{"name", "x"}, {"dtype", "float32"}, {"sizes", {2, 3}}, {"strides", {3, 1}}, {"entry", "state/0.bin"},
+                    {"nbytes", 24}}}}};
+  parts.x_bytes.assign(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float));
+  return parts;
+}
+
+std::string write_package(const PackageParts& parts, const std::string& name) {
+  const std::string bytes = luminal::testing::make_zip({{"luminal_module/format", "luminal-module 2", false},
+                                               {"luminal_module/meta.json", parts.meta.dump(), false},
+                                               {"luminal_module/program.pt2", file_bytes(fixture("inplace.pt2")), false},
+                                               {"luminal_module/state.json", parts.state.dump(), false},
+                                               {"luminal_module/state/0.bin", parts.x_bytes, false}});
+  const std::string path = temp_path(name);
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+}  // namespace
+
+TEST(RunnerPackage, BindsItsStateAndKeepsBufferUpdates) {
+  const std::vector<float> x = {0.5f, -1.25f, 2.0f, 3.5f, -0.75f, 1.0f};
+  const std::string path = write_package(inplace_package_parts(x), "inplace.luminal");
+  const auto model = runner::Model::load(path);
+  std::remove(path.c_str());
+  EXPECT_TRUE(model.is_package());
+  ASSERT_EQ(model.inputs().size(), 1u) << "the buffer is the package's, not the caller's";
+  EXPECT_EQ(model.inputs()[0].name, "argument [0]");
+  EXPECT_TRUE(model.updated_inputs().empty());
+  HostTensor y(DType::F32, {2, 3}, "y");
+  auto* ys = reinterpret_cast<float*>(y.data());
+  for (int i = 0; i < 6; ++i) ys[i] = 0.25f * static_cast<float>(i) - 0.5f;
+  // Each call adds y to the buffer, as the module's own buffer would be updated.
+  for (int call = 1; call <= 2; ++call) {
+    const std::vector<HostTensor> outputs = model.run({y.view()});
+    ASSERT_EQ(outputs.size(), 1u);
+    const auto* got = reinterpret_cast<const float*>(outputs[0].data());
+    for (int i = 0; i < 6; ++i) {
+      float expected = x[i];
+      for (int k = 0; k < call; ++k) expected += ys[i];
+      EXPECT_EQ(got[i], 2 * expected) << "call " << call << ", element " << i;
+    }
+  }
+  HostTensor wrong(DType::F64, {2, 3}, "y");
+  EXPECT_CONTAINS(error_of([&] { model.run({wrong.view()}); }), "input #0 'argument [0]' must be float32");
+}
+
+TEST(RunnerPackage, RefusesPackagesWhosePartsDisagree) {
+  const std::vector<float> x(6, 1.0f);
+  const auto refusal = [&](const std::string& name, const auto& change) {
+    PackageParts parts = inplace_package_parts(x);
+    change(parts);
+    const std::string path = write_package(parts, name);
+    std::string error = error_of([&] { runner::Model::load(path); });
+    std::remove(path.c_str());
+    return error;
+  };
+  EXPECT_CONTAINS(refusal("old.luminal", [](PackageParts& p) { p.meta["format"] = "luminal-module 1"; }),
+                  "load it with luminal.load and save it again");
+  EXPECT_CONTAINS(refusal("future.luminal", [](PackageParts& p) { p.meta["format"] = "luminal-module 9"; }),
+                  "package format 'luminal-module 9'");
+  EXPECT_CONTAINS(refusal("short.luminal", [](PackageParts& p) { p.x_bytes.resize(20); }),
+                  "needs 24 bytes, its entry holds 20");
+  EXPECT_CONTAINS(refusal("strides.luminal", [](PackageParts& p) { p.state["tensors"][0]["strides"] = {4, 1}; }),
+                  "needs 28 bytes, its entry holds 24");
+  EXPECT_CONTAINS(refusal("dtype.luminal", [](PackageParts& p) { p.state["tensors"][0]["dtype"] = "int32"; }),
+                  "does not match its spec torch.float32");
+  EXPECT_CONTAINS(refusal("complex.luminal", [](PackageParts& p) { p.state["tensors"][0]["dtype"] = "complex64"; }),
+                  "unsupported dtype 'complex64'");
+  EXPECT_CONTAINS(refusal("name.luminal", [](PackageParts& p) { p.state["tensors"][0]["name"] = "z"; }),
+                  "holds 'z' where meta.json names 'x'");
+  EXPECT_CONTAINS(refusal("entry.luminal", [](PackageParts& p) { p.state["tensors"][0]["entry"] = "../program.pt2"; }),
+                  "names the entry '../program.pt2'");
+  EXPECT_CONTAINS(refusal("role.luminal", [](PackageParts& p) { p.meta["state_roles"] = {"weight"}; }),
+                  "unknown state role 'weight'");
+  EXPECT_CONTAINS(refusal("count.luminal", [](PackageParts& p) { p.meta["state_roles"] = nlohmann::json::array(); }),
+                  "1 state names, 0 roles");
+  EXPECT_CONTAINS(refusal("negative.luminal", [](PackageParts& p) { p.state["tensors"][0]["sizes"] = {-2, 3}; }),
+                  "expected non-negative integers");
+  EXPECT_CONTAINS(refusal("cache.luminal", [](PackageParts& p) { p.meta["cache_entries"] = {"a/../../x"}; }),
+                  "outside the cache");
+  EXPECT_CONTAINS(refusal("text.luminal", [](PackageParts& p) { p.meta["state_names"] = "x"; }),
+                  "the field 'state_names' is a string");
+  // Long hostile strings are checked without recursion (no std::regex).
+  EXPECT_CONTAINS(refusal("long_entry.luminal",
+                          [](PackageParts& p) { p.state["tensors"][0]["entry"] = "state/" + std::string(200000, '7') + ".bin"; }),
+                  "names the entry 'state/777");
+  std::string deep;
+  for (int i = 0; i < 100000; ++i) deep += "a/";
+  EXPECT_CONTAINS(refusal("long_cache.luminal", [&](PackageParts& p) { p.meta["cache_entries"] = {deep + "b"}; }),
+                  "outside the cache");
+}
+
+namespace {
+
+bool cuda_device_present() {
+#if LUMINAL_HAVE_CUDA
+  return cuda::device_available();
+#else
+  return false;
+#endif
+}
+
+runner::LoadOptions on_cuda() {
+  runner::LoadOptions options;
+  options.device = {runtime::DeviceType::CUDA, 0};
+  return options;
+}
+
+HostTensor ramp(std::vector<int64_t> sizes, float scale, float offset) {
+  HostTensor t(DType::F32, std::move(sizes), "ramp");
+  auto* values = reinterpret_cast<float*>(t.data());
+  for (int64_t i = 0; i < t.numel(); ++i) values[i] = scale * static_cast<float>(i) + offset;
+  return t;
+}
+
+runtime::TensorView on_device(const HostTensor& host, const runner::DeviceMemory& memory) {
+  runtime::TensorView view = const_cast<HostTensor&>(host).view();
+  view.data = memory.get();
+  view.device = {runtime::DeviceType::CUDA, 0};
+  return view;
+}
+
+}  // namespace
+
+// On a machine with a GPU: the host path and the device-pointer path give the same bits, and a
+// package's buffer on the device is updated by both. Without one: loading for CUDA says so.
+TEST(RunnerCuda, DevicePointersAndHostMemoryGiveTheSameBits) {
+  if (!cuda_device_present()) {
+    EXPECT_CONTAINS(error_of([] { runner::Model::load(fixture("mlp.pt2"), on_cuda()); }), "no CUDA device");
+    return;
+  }
+  const auto model = runner::Model::load(fixture("mlp.pt2"), on_cuda());
+  EXPECT_EQ(runtime::device_name(model.device()), "cuda:0");
+  HostTensor x = ramp({2, 4}, 0.37f, -1.1f);
+  const std::vector<HostTensor> host = model.run({x.view()});
+  ASSERT_EQ(host.size(), 1u);
+  const std::vector<std::vector<int64_t>> shapes = model.output_shapes({x.view()});
+  ASSERT_EQ(shapes, std::vector<std::vector<int64_t>>{host[0].sizes()});
+
+  const runner::CudaDevice device(0);
+  const runner::DeviceMemory x_memory = device.allocate(x.nbytes());
+  const runner::DeviceMemory out_memory = device.allocate(host[0].nbytes());
+  device.copy_to_device(x_memory.get(), x.data(), x.nbytes(), nullptr);
+  HostTensor out(DType::F32, shapes[0], "out");
+  const auto integers = model.run_on_device({on_device(x, x_memory)}, {on_device(out, out_memory)}, nullptr);
+  ASSERT_EQ(integers.size(), 1u);
+  EXPECT_FALSE(integers[0].has_value());
+  model.synchronize();
+  device.copy_to_host(out.data(), out_memory.get(), out.nbytes(), nullptr);
+  device.synchronize(nullptr);
+  EXPECT_EQ(std::memcmp(out.data(), host[0].data(), out.nbytes()), 0) << "device pointers vs host memory";
+  EXPECT_CONTAINS(error_of([&] { model.run_on_device({x.view()}, {on_device(out, out_memory)}, nullptr); }),
+                  "must be device memory on cuda:0");
+  HostTensor wrong(DType::F32, {2, 2}, "wrong");
+  EXPECT_CONTAINS(error_of([&] { model.run_on_device({on_device(x, x_memory)}, {on_device(wrong, out_memory)}, nullptr); }),
+                  "output #0 must be dense device memory");
+
+  // A package whose buffer x the program updates in place: once through host memory, once through
+  // device pointers; the second output sees both updates.
+  const std::vector<float> start = {0.5f, -1.25f, 2.0f, 3.5f, -0.75f, 1.0f};
+  const std::string path = write_package(inplace_package_parts(start), "inplace_cuda.luminal");
+  const auto package = runner::Model::load(path, on_cuda());
+  std::remove(path.c_str());
+  HostTensor y = ramp({2, 3}, 0.25f, -0.5f);
+  package.run({y.view()});
+  const runner::DeviceMemory y_memory = device.allocate(y.nbytes());
+  const runner::DeviceMemory doubled_memory = device.allocate(y.nbytes());
+  device.copy_to_device(y_memory.get(), y.data(), y.nbytes(), nullptr);
+  HostTensor doubled(DType::F32, {2, 3}, "doubled");
+  package.run_on_device({on_device(y, y_memory)}, {on_device(doubled, doubled_memory)}, nullptr);
+  package.synchronize();
+  device.copy_to_host(doubled.data(), doubled_memory.get(), doubled.nbytes(), nullptr);
+  device.synchronize(nullptr);
+  const auto* ys = reinterpret_cast<const float*>(y.data());
+  const auto* got = reinterpret_cast<const float*>(doubled.data());
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(got[i], 2 * ((start[i] + ys[i]) + ys[i])) << i;
 }

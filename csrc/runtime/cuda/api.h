@@ -33,6 +33,7 @@ void add_library_dirs(const std::vector<std::string>& dirs);
   X(cuGetErrorString)                  \
   X(cuDriverGetVersion)                \
   X(cuDeviceGet)                       \
+  X(cuDeviceGetCount)                  \
   X(cuDeviceGetAttribute)              \
   X(cuDeviceGetName)                   \
   X(cuDevicePrimaryCtxRetain)          \
@@ -51,6 +52,7 @@ void add_library_dirs(const std::vector<std::string>& dirs);
   X(cuMemcpyHtoD)                      \
   X(cuMemcpyHtoDAsync)                 \
   X(cuMemcpyDtoHAsync)                 \
+  X(cuMemcpyDtoDAsync)                 \
   X(cuMemsetD8Async)                   \
   X(cuStreamCreate)                    \
   X(cuStreamDestroy)                   \

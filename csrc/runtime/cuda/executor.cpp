@@ -241,6 +241,22 @@ void Executor::update_pointers(Instance& instance, const std::vector<TensorView>
   }
 }
 
+void Executor::prepare(const CallContext& context) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  LUMINAL_CHECK(context.allocator != nullptr, "internal error: no device allocator");
+  make_context_current(context.device);
+  if (!device_) load_module(context);
+  LUMINAL_CHECK(device_->device == context.device, "this compiled graph runs on cuda:", device_->device,
+                "; it was prepared for cuda:", context.device);
+}
+
+void Executor::finish() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!device_) return;
+  make_context_current(device_->device);
+  for (auto& [key, instance] : instances_) raise_pending_errors(*instance, /*wait=*/true);
+}
+
 void Executor::run(const std::vector<TensorView>& inputs, const std::vector<TensorView>& outputs,
                    const SymbolValues& symbols, const CallContext& context) {
   std::lock_guard<std::mutex> lock(mutex_);

@@ -80,6 +80,12 @@ class Executor {
   // caller on the same device.
   void run(const std::vector<TensorView>& inputs, const std::vector<TensorView>& outputs, const SymbolValues& symbols,
            const CallContext& context);
+  // Compiles (or takes from the cache) the module and uploads the constants on the context's
+  // device now, rather than at the first run (a runner that loads a model once, runs it many times).
+  void prepare(const CallContext& context);
+  // Waits for every launched replay and raises the device-side errors they recorded (an index out
+  // of range): what a caller that needs the outputs on the host does after its last run.
+  void finish();
 
   Stats stats() const;
   // The CUDA source of the module (prelude and every kernel).
