@@ -131,14 +131,6 @@ gpu::Executor& CompiledGraph::cuda_executor(CudaCandidate candidate) const {
 #if LUMINAL_HAVE_CUDA
 namespace {
 
-// A binding in words: the in-memory key of the megakernel-or-general choice.
-std::string binding_text(const SymbolValues& symbols, const gpu::CallContext& context) {
-  std::string text = str_cat("cuda:", context.device, context.allow_tf32 ? " tf32" : "",
-                             context.allow_tf32_convolution ? " tf32-conv" : "");
-  for (const auto& [name, value] : symbols) text += str_cat(" ", name, "=", value);
-  return text;
-}
-
 bool stream_is_capturing(const gpu::CallContext& context) {
   cuda::use_primary_context(context.device);
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -157,19 +149,35 @@ CompiledGraph::CudaCandidate CompiledGraph::choose_row_or_general(const std::vec
                                                                   const std::vector<TensorView>& outputs,
                                                                   const SymbolValues& symbols,
                                                                   const CudaCallContext& context) const {
-  const auto by_rule = [&](const std::string& why) {
+  // Built once: this runs on every call.
+  static const std::string rules_only = str_cat(kRowChoice, "megakernel (by rule: LUMINAL_SEARCH=0)");
+  static const std::string updates = str_cat(kRowChoice, "megakernel (by rule: the graph updates inputs in place, "
+                                             "so it is not run more than once to time it)");
+  const auto by_rule = [&](const std::string& record) {
     std::lock_guard<std::mutex> lock(row_choice_mutex_);
-    row_choice_record_ = str_cat(kRowChoice, "megakernel (by rule: ", why, ")");
+    if (row_choice_record_ != record) row_choice_record_ = record;
     return kRowKernel;
   };
-  if (!config()->search) return by_rule("LUMINAL_SEARCH=0");
+  if (!config()->search) return by_rule(rules_only);
   const bool updates_inputs =
       std::any_of(outputs_.begin(), outputs_.end(), [](const OutputInfo& info) { return info.mutated_input >= 0; });
-  if (updates_inputs) return by_rule("the graph updates inputs in place, so it is not run more than once to time it");
+  if (updates_inputs) return by_rule(updates);
   std::lock_guard<std::mutex> lock(row_choice_mutex_);
-  const std::string binding = binding_text(symbols, context);
-  if (const auto known = row_decisions_.find(binding); known != row_decisions_.end()) {
-    row_choice_record_ = known->second.record;
+  const auto same = [&](const RowBinding& b) {
+    return b.device == context.device && b.allow_tf32 == context.allow_tf32 &&
+           b.allow_tf32_convolution == context.allow_tf32_convolution && b.symbols == symbols;
+  };
+  // Calls mostly repeat the last binding: compared in place, nothing copied.
+  auto known = last_decision_ != row_decisions_.end() && same(last_decision_->first) ? last_decision_
+                                                                                    : row_decisions_.end();
+  RowBinding binding;
+  if (known == row_decisions_.end()) {
+    binding = RowBinding{context.device, context.allow_tf32, context.allow_tf32_convolution, symbols};
+    known = row_decisions_.find(binding);
+  }
+  if (known != row_decisions_.end()) {
+    last_decision_ = known;
+    if (row_choice_record_ != known->second.record) row_choice_record_ = known->second.record;
     return known->second.candidate;
   }
   if (stream_is_capturing(context)) {
@@ -191,7 +199,7 @@ CompiledGraph::CudaCandidate CompiledGraph::choose_row_or_general(const std::vec
     decision.candidate = measure_row_or_general(inputs, outputs, symbols, context, key, decision.record);
   }
   row_choice_record_ = decision.record;
-  row_decisions_.emplace(binding, decision);
+  last_decision_ = row_decisions_.emplace(std::move(binding), decision).first;
   return decision.candidate;
 }
 

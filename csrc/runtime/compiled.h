@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "frontend/translate.h"
@@ -163,7 +164,18 @@ class CompiledGraph {
     std::string record;  // "megakernel or general path: ..." (stats' choices)
   };
   mutable std::mutex row_choice_mutex_;  // taken before cuda_mutex_ and the executors' own
-  mutable std::map<std::string, RowDecision> row_decisions_;  // by binding
+  // A call's binding as far as the choice goes (per-call lookup: no text is built).
+  struct RowBinding {
+    int device = 0;
+    bool allow_tf32 = false, allow_tf32_convolution = false;
+    SymbolValues symbols;
+    bool operator<(const RowBinding& other) const {
+      return std::tie(device, allow_tf32, allow_tf32_convolution, symbols) <
+             std::tie(other.device, other.allow_tf32, other.allow_tf32_convolution, other.symbols);
+    }
+  };
+  mutable std::map<RowBinding, RowDecision> row_decisions_;
+  mutable std::map<RowBinding, RowDecision>::iterator last_decision_ = row_decisions_.end();  // the last call's
   mutable std::string row_choice_record_;  // the last call's
   mutable size_t row_choice_hits_ = 0, row_choice_misses_ = 0, row_choice_syncs_ = 0;
 #endif
