@@ -184,11 +184,20 @@ CompiledGraph::CudaCandidate CompiledGraph::choose_row_or_general(const std::vec
     row_choice_record_ = str_cat(kRowChoice, "megakernel (by rule: the call is being captured into a CUDA graph)");
     return kRowKernel;  // not remembered: a later call outside the capture measures
   }
-  const std::string key =
-      gpu::row_kernel_choice_key(cuda_executor(kRowKernel).module_source(), cuda_executor(kGeneral).module_source(),
-                                 symbols, context.allow_tf32, context.allow_tf32_convolution,
-                                 gpu::device_key(context.device));
   RowDecision decision;
+  std::string general_source;
+  try {
+    general_source = cuda_executor(kGeneral).module_source();
+  } catch (const Error& error) {
+    // The megakernel runs what the rule would run; the general path is no alternative here.
+    decision.record = str_cat(kRowChoice, "megakernel (the general path cannot be built: ", error.what(), ")");
+    row_choice_record_ = decision.record;
+    last_decision_ = row_decisions_.emplace(std::move(binding), decision).first;
+    return kRowKernel;
+  }
+  const std::string key =
+      gpu::row_kernel_choice_key(cuda_executor(kRowKernel).module_source(), general_source, symbols,
+                                 context.allow_tf32, context.allow_tf32_convolution, gpu::device_key(context.device));
   const gpu::RowKernelLookup cached = gpu::look_up_row_kernel_choice(key);
   if (cached.winner != gpu::RowKernelLookup::Winner::None) {
     ++row_choice_hits_;
