@@ -6,7 +6,8 @@ capture of eager, all in one process on one GPU.
 
 Backends: eager, inductor, inductor-ro (reduce-overhead), cudagraph (eager captured once into a CUDA
 graph with static inputs, replayed), luminal-general (luminal without the megakernel), luminal
-(the megakernel when the matcher accepts the graph), and floor: one tiny kernel launched from
+(the megakernel or the general path, whichever measured faster at the first call, when the
+matcher accepts the graph), and floor: one tiny kernel launched from
 Python, the least any call can cost. --sweep adds batch {256, 1024, 2048, 4096} x tables {3, 8, 16}
 of the mini DLRM.
 

@@ -150,3 +150,56 @@ def test_corrupted_entry_is_reported_removed_and_measured_again(tmp_path: Path) 
 
     third, _ = _run_process(tmp_path, "third", "float32", **cache)
     assert third["stats"]["choice_cache_misses"] == 0 and third["warnings"] == [], third
+
+
+# The mini DLRM (examples/dlrm/model.py) through luminal.compile, called once: its megakernel or
+# general path is measured (or taken from the cache). Prints the CUDA stats and whether the output
+# matched eager's.
+_DLRM_CHILD = r"""
+import json, sys
+import torch
+sys.path.insert(0, sys.argv[1])
+import luminal
+from model import DLRM, MINI, make_inputs
+
+torch.manual_seed(0)
+model = DLRM(MINI).cuda().eval()
+inputs = make_inputs(MINI, 2048, device="cuda")
+with torch.no_grad():
+    compiled = luminal.compile(model, inputs, options={"strict": True})
+    result, expected = compiled(*inputs), model(*inputs)
+torch.testing.assert_close(result, expected, rtol=1e-5, atol=1e-5)
+print(json.dumps(compiled.stats()["cuda"]))
+"""
+
+_ROW_CHOICE = "megakernel or general path: "
+
+
+def _dlrm_process(**env: str) -> dict[str, Any]:
+    completed = subprocess.run(
+        [sys.executable, "-c", _DLRM_CHILD, str(Path(__file__).resolve().parents[1] / "examples" / "dlrm")],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def test_megakernel_or_general_path_is_measured_once_per_cache(tmp_path: Path) -> None:
+    cache = {"LUMINAL_CACHE_DIR": str(tmp_path / "cache")}
+    cold = _dlrm_process(**cache)
+    measured = cold["choices"][0]
+    assert measured.startswith(_ROW_CHOICE) and "timed" in measured and "(cached" not in measured, cold
+    winner, times = measured.rsplit(" (", 1)
+    warm = _dlrm_process(**cache)
+    # The same winner with the first process's times, timed no more.
+    assert warm["choices"][0] == f"{winner} (cached: {times}", (warm["choices"], cold["choices"])
+    assert warm["megakernel"] == cold["megakernel"] == winner.endswith(": megakernel"), (warm, cold)
+    assert warm["host_syncs"] < cold["host_syncs"], (warm, cold)
+
+    rules = _dlrm_process(LUMINAL_SEARCH="0", **cache)
+    assert rules["choices"][0] == _ROW_CHOICE + "megakernel (by rule: LUMINAL_SEARCH=0)", rules
+    assert rules["megakernel"] and _measured(rules) == 0, rules

@@ -1,5 +1,7 @@
 """The DLRM megakernel: the row matcher accepts the DLRM family (and declines, naming the check,
-what it cannot run), and the one-kernel forward matches eager for every variant.
+what it cannot run), and the one-kernel forward matches eager for every variant. On CUDA a call
+runs the megakernel or the general path, whichever measured faster at the first call (rules only,
+LUMINAL_SEARCH=0: the megakernel).
 
 On CPU the matcher's decision is checked through stats(), and the megakernel's IR graph runs on
 the CPU engine (LUMINAL_CPU_ROW_GRAPH=1) against eager; on CUDA the generated kernel itself runs.
@@ -113,9 +115,12 @@ VARIANTS = {
 
 @pytest.fixture
 def row_graph_on_cpu(monkeypatch: pytest.MonkeyPatch, device: str) -> None:
-    # On CPU, run the megakernel's own IR (the GPU runs the kernel generated from it).
+    # On CPU, run the megakernel's own IR (the GPU runs the kernel generated from it). On CUDA, rules
+    # only: the megakernel runs whether or not it measures faster than the general path.
     if device == "cpu":
         set_env(monkeypatch, "LUMINAL_CPU_ROW_GRAPH", "1")
+    else:
+        set_env(monkeypatch, "LUMINAL_SEARCH", "0")
 
 
 @pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32], ids=str)
@@ -225,3 +230,44 @@ def test_non_contiguous_inputs_take_the_general_path(device: str) -> None:
     stats = captured[-1].stats()
     assert stats["megakernel"]
     assert stats["megakernel_fallbacks"] == (1 if device == "cuda" else 0)
+
+
+ROW_CHOICE = "megakernel or general path: "
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("batch", [1, 37, 2048])
+def test_megakernel_or_general_path_is_measured(batch: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    set_env(monkeypatch, "LUMINAL_CACHE_DIR", "")  # caching off: this process measures
+    variant = Variant(bags="ragged")
+    model = DLRMVariant(variant).cuda().eval()
+    compiled, captured = compile_and_capture(model)
+    with torch.no_grad():
+        for _ in range(3):  # the first call measures; the next ones reuse the decision
+            inputs = make_batch(variant, batch, "cuda", torch.int64)
+            assert_same(compiled(*inputs), model(*inputs), tolerance_scale=2)
+    stats = captured[-1].stats()
+    assert stats["megakernel"], stats["megakernel_reason"]
+    record = stats["cuda"]["choices"][0]
+    assert record.startswith(ROW_CHOICE) and "timed" in record, record
+    assert "megakernel " in record and "general path " in record and " us" in record, record
+    winner = record.removeprefix(ROW_CHOICE).split(" (")[0]
+    assert winner in ("megakernel", "general path"), record
+    # The path the calls take is the measured winner's.
+    assert stats["cuda"]["megakernel"] == (winner == "megakernel"), (record, stats["cuda"])
+    assert stats["cuda"]["choice_cache_misses"] >= 1
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_rules_only_runs_the_megakernel_unmeasured(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_env(monkeypatch, "LUMINAL_SEARCH", "0")
+    variant = Variant()
+    model = DLRMVariant(variant).cuda().eval()
+    compiled, captured = compile_and_capture(model)
+    with torch.no_grad():
+        inputs = make_batch(variant, 300, "cuda", torch.int64)
+        assert_same(compiled(*inputs), model(*inputs), tolerance_scale=2)
+    cuda = captured[-1].stats()["cuda"]
+    assert cuda["choices"][0] == ROW_CHOICE + "megakernel (by rule: LUMINAL_SEARCH=0)"
+    assert cuda["megakernel"] and cuda["kernels"] == 1
+    assert cuda["choice_cache_hits"] == 0 and cuda["choice_cache_misses"] == 0

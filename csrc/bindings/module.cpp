@@ -17,6 +17,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include "bindings/reference_kernel.h"
 #include "common/cache_files.h"
 #include "common/config.h"
 #include "common/error.h"
@@ -643,6 +644,7 @@ PYBIND11_MODULE(_C, m) {
 #endif
       },
       "Directories searched for libnvrtc and libcublasLt (after libraries already loaded).");
+  bindings::register_reference_kernel(m);
   m.def("has_cuda_engine", [] { return kHasCudaEngine; }, "Was the CUDA engine built?");
   m.def(
       "clear_kernel_cache",

@@ -235,6 +235,7 @@ std::string KernelWriter::emit_fold(const Expr& e, int scope) {
   const auto op = static_cast<ir::ReduceOp>(e->int_value);
   const Combine c = combine_code(op, e->dtype);
   const std::string extent = emit(e->args[0], scope);
+  note_fold_extent(e);
   const std::string var = str_cat("r", e->index);
   const std::string acc = fresh();
   const int body_scope = open_scope(scope, {e->index}, false);

@@ -1,6 +1,7 @@
 // Expression values (the scalar ops themselves: scalar_code.cpp), loads and operand strides.
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "codegen/kernel_writer.h"
 #include "ir/simplify.h"
@@ -109,9 +110,55 @@ std::string loaded_value(DType dtype, const std::string& read) {
   }
 }
 
-// Reads that a failed check or a false mask must not perform yield 0.
+bool KernelWriter::structural(const Expr& e) const {
+  switch (e->op) {
+    case ExprOp::Const:
+    case ExprOp::LoopVar:
+    case ExprOp::Symbol: return true;
+    case ExprOp::ReduceVar: return data_dependent_folds_.count(e->index) == 0;
+    case ExprOp::Load:
+    case ExprOp::CheckIndex:
+    case ExprOp::Fold: return false;
+    default: break;
+  }
+  for (const Expr& arg : e->args) {
+    if (!structural(arg)) return false;
+  }
+  return true;
+}
+
+void KernelWriter::note_fold_extent(const Expr& fold) {
+  if (!structural(fold->args[0])) data_dependent_folds_.insert(fold->index);
+}
+
+namespace {
+
+// lm_check returns its index when it passes and 0 when it fails or its lane is masked off: a check
+// of a constant bound b >= 1 yields a value in [0, b) whatever happened, in range for a dimension of
+// at least b elements.
+bool always_in_range(const Expr& index, const Expr& dimension) {
+  if (index->op != ExprOp::CheckIndex) return false;
+  const std::optional<int64_t> bound = ir::as_int_const(index->args[1]);
+  const std::optional<int64_t> size = ir::as_int_const(dimension);
+  return bound && size && *bound >= 1 && *bound <= *size;
+}
+
+}  // namespace
+
+// Reads that a failed check or a false mask must not perform yield 0. A failed check sets lm_ok;
+// reads at indices that may be out of range after a failed check wait for it. A read whose every
+// index is structural (see structural) or the result of a check that stays in range whatever it
+// found (always_in_range) touches valid memory in any case, so it does not wait for lm_ok: it
+// issues as soon as its own index is known, not after every check before it (the DLRM
+// megakernel's tables: each table's offset, index and row reads no longer wait for the checks of
+// the tables before it). The call still raises on a failed check, whatever the reads returned.
 std::string KernelWriter::guarded(const Expr& e, const std::string& read, int scope) {
-  std::string guard = uses_checks_ ? "lm_ok" : "";
+  const ir::Shape& shape = operands_.at(e->index).shape;
+  bool in_range = shape.size() == e->load_rank();
+  for (size_t d = 0; in_range && d < e->load_rank(); ++d) {
+    in_range = structural(e->args[d]) || always_in_range(e->args[d], shape[d]);
+  }
+  std::string guard = uses_checks_ && !in_range ? "lm_ok" : "";
   if (e->masked) {
     const std::string mask = emit(e->mask(), scope);
     guard = guard.empty() ? mask : str_cat(guard, " && ", mask);

@@ -136,6 +136,12 @@ class KernelWriter {
   std::string value_code(const Expr& e, int scope);
   std::string load_code(const Expr& e, int scope);
   std::string guarded(const Expr& e, const std::string& read, int scope);
+  // True when `e` is built from constants, loop variables, symbols and the variables of folds with
+  // such extents only: in range by construction, whatever any check found.
+  bool structural(const Expr& e) const;
+  // Folds whose extent is not structural: their variables' ranges came from values a check may
+  // have clamped (marked before their bodies are emitted).
+  void note_fold_extent(const Expr& fold);
   std::string row_load_code(const Expr& e, int scope);
   // floordiv/mod by a positive constant of a dividend proven non-negative: plain C division (in
   // 32 bits where the dividend is proven below 2^31); nullopt where nothing is proven.
@@ -184,6 +190,7 @@ class KernelWriter {
   std::vector<std::string>* check_labels_;
   int counter_ = 0;
   bool uses_checks_ = false;
+  std::unordered_set<int> data_dependent_folds_;  // fold variables, see note_fold_extent
   // Set by the node kernels whose variables are known to stay in range (set_index_ranges); row
   // kernels and template kernels leave it unset and keep the checked division.
   std::optional<ir::IndexRanges> ranges_;

@@ -108,7 +108,10 @@ void KernelWriter::emit_fold_groups(const std::vector<std::vector<Expr>>& groups
   };
   const bool single = groups.size() == 1;
   std::vector<std::string> extents;
-  for (const std::vector<Expr>& group : groups) extents.push_back(emit(group.front()->args[0], scope));
+  for (const std::vector<Expr>& group : groups) {
+    extents.push_back(emit(group.front()->args[0], scope));
+    for (const Expr& fold : group) note_fold_extent(fold);
+  }
   std::string counter = str_cat("r", groups.front().front()->index);
   std::string limit = extents.front();
   if (!single) {

@@ -1,6 +1,7 @@
 #include "runtime/compiled.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "common/checked.h"
 #include "common/error.h"
@@ -9,6 +10,12 @@
 #include "passes/stage_library_operands.h"
 #include "pt2/archive.h"
 #include "schedule/plan.h"
+
+#if LUMINAL_HAVE_CUDA
+#include "runtime/cuda/api.h"
+#include "runtime/cuda/choices.h"
+#include "runtime/cuda/timing.h"
+#endif
 
 namespace luminal::runtime {
 
@@ -86,7 +93,9 @@ CompiledGraph::CompiledGraph(ir::Graph translated, const CompileOptions& options
   cpu_ = std::make_unique<cpu::Executor>(options.cpu_runs_row_graph && row_ ? row_->graph : graph_);
   if (!options.check_cuda_arch.empty()) {
 #if LUMINAL_HAVE_CUDA
-    gpu::check_codegen(cuda_executor(row_ ? kRowKernel : kGeneral).program(), options.check_cuda_arch);
+    // With a megakernel candidate, either path may run (whichever measures faster): both compile.
+    if (row_) gpu::check_codegen(cuda_executor(kRowKernel).program(), options.check_cuda_arch);
+    gpu::check_codegen(cuda_executor(kGeneral).program(), options.check_cuda_arch);
 #else
     fail("cannot check CUDA code generation: luminal was built without the CUDA toolkit headers");
 #endif
@@ -139,6 +148,129 @@ void CompiledGraph::finish_cuda() const {
   }
 #endif
 }
+
+#if LUMINAL_HAVE_CUDA
+namespace {
+
+bool stream_is_capturing(const gpu::CallContext& context) {
+  cuda::use_primary_context(context.device);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  LUMINAL_CU(cuda::driver().cuStreamIsCapturing(static_cast<CUstream>(context.stream), &status));
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+constexpr const char* kRowChoice = "megakernel or general path: ";
+// Timing: rounds of back-to-back runs, the two candidates alternating, the fastest round of each kept.
+constexpr int kTimingRounds = 3;
+constexpr int kRunsPerRound = 10;
+
+}  // namespace
+
+CompiledGraph::CudaCandidate CompiledGraph::choose_row_or_general(const std::vector<TensorView>& inputs,
+                                                                  const std::vector<TensorView>& outputs,
+                                                                  const SymbolValues& symbols,
+                                                                  const CudaCallContext& context) const {
+  // Built once: this runs on every call.
+  static const std::string rules_only = str_cat(kRowChoice, "megakernel (by rule: LUMINAL_SEARCH=0)");
+  static const std::string updates = str_cat(kRowChoice, "megakernel (by rule: the graph updates inputs in place, "
+                                             "so it is not run more than once to time it)");
+  const auto by_rule = [&](const std::string& record) {
+    std::lock_guard<std::mutex> lock(row_choice_mutex_);
+    if (row_choice_record_ != record) row_choice_record_ = record;
+    return kRowKernel;
+  };
+  if (!config()->search) return by_rule(rules_only);
+  const bool updates_inputs =
+      std::any_of(outputs_.begin(), outputs_.end(), [](const OutputInfo& info) { return info.mutated_input >= 0; });
+  if (updates_inputs) return by_rule(updates);
+  std::lock_guard<std::mutex> lock(row_choice_mutex_);
+  const auto same = [&](const RowBinding& b) {
+    return b.device == context.device && b.allow_tf32 == context.allow_tf32 &&
+           b.allow_tf32_convolution == context.allow_tf32_convolution && b.symbols == symbols;
+  };
+  // Calls mostly repeat the last binding: compared in place, nothing copied.
+  auto known = last_decision_ != row_decisions_.end() && same(last_decision_->first) ? last_decision_
+                                                                                    : row_decisions_.end();
+  RowBinding binding;
+  if (known == row_decisions_.end()) {
+    binding = RowBinding{context.device, context.allow_tf32, context.allow_tf32_convolution, symbols};
+    known = row_decisions_.find(binding);
+  }
+  if (known != row_decisions_.end()) {
+    last_decision_ = known;
+    if (row_choice_record_ != known->second.record) row_choice_record_ = known->second.record;
+    return known->second.candidate;
+  }
+  if (stream_is_capturing(context)) {
+    row_choice_record_ = str_cat(kRowChoice, "megakernel (by rule: the call is being captured into a CUDA graph)");
+    return kRowKernel;  // not remembered: a later call outside the capture measures
+  }
+  RowDecision decision;
+  std::string general_source;
+  try {
+    general_source = cuda_executor(kGeneral).module_source();
+  } catch (const Error& error) {
+    // The megakernel runs what the rule would run; the general path is no alternative here.
+    decision.record = str_cat(kRowChoice, "megakernel (the general path cannot be built: ", error.what(), ")");
+    row_choice_record_ = decision.record;
+    last_decision_ = row_decisions_.emplace(std::move(binding), decision).first;
+    return kRowKernel;
+  }
+  const std::string key =
+      gpu::row_kernel_choice_key(cuda_executor(kRowKernel).module_source(), general_source, symbols,
+                                 context.allow_tf32, context.allow_tf32_convolution, gpu::device_key(context.device));
+  const gpu::RowKernelLookup cached = gpu::look_up_row_kernel_choice(key);
+  if (cached.winner != gpu::RowKernelLookup::Winner::None) {
+    ++row_choice_hits_;
+    const bool megakernel = cached.winner == gpu::RowKernelLookup::Winner::Megakernel;
+    decision.candidate = megakernel ? kRowKernel : kGeneral;
+    decision.record = str_cat(kRowChoice, megakernel ? "megakernel" : "general path", " (cached: ", cached.times, ")");
+  } else {
+    decision.candidate = measure_row_or_general(inputs, outputs, symbols, context, key, decision.record);
+  }
+  row_choice_record_ = decision.record;
+  last_decision_ = row_decisions_.emplace(std::move(binding), decision).first;
+  return decision.candidate;
+}
+
+// Called with row_choice_mutex_ held.
+CompiledGraph::CudaCandidate CompiledGraph::measure_row_or_general(const std::vector<TensorView>& inputs,
+                                                                   const std::vector<TensorView>& outputs,
+                                                                   const SymbolValues& symbols,
+                                                                   const CudaCallContext& context,
+                                                                   const std::string& key, std::string& record) const {
+  const CUstream stream = static_cast<CUstream>(context.stream);
+  const auto time_ms = [&](CudaCandidate candidate) {
+    gpu::Executor& executor = cuda_executor(candidate);
+    return cuda::time_on_stream(stream, kRunsPerRound, row_choice_syncs_,
+                                [&] { executor.run(inputs, outputs, symbols, context); });
+  };
+  float megakernel_ms = std::numeric_limits<float>::max(), general_ms = megakernel_ms;
+  std::string general_failure;
+  for (int round = 0; round < kTimingRounds; ++round) {
+    // The megakernel is the rule's choice: what fails there fails the call, as it would by rule.
+    megakernel_ms = std::min(megakernel_ms, time_ms(kRowKernel));
+    if (!general_failure.empty()) continue;
+    try {
+      general_ms = std::min(general_ms, time_ms(kGeneral));
+    } catch (const Error& error) {
+      general_failure = error.what();
+    }
+  }
+  if (!general_failure.empty()) {
+    // Not stored: the failure may be this call's alone.
+    record = str_cat(kRowChoice, "megakernel (the general path failed: ", general_failure, ")");
+    return kRowKernel;
+  }
+  ++row_choice_misses_;
+  const bool megakernel = megakernel_ms <= general_ms;
+  const std::string times = str_cat("megakernel ", megakernel_ms * 1000.0f, " us, general path ", general_ms * 1000.0f,
+                                    " us per call, timed");
+  gpu::store_row_kernel_choice(key, megakernel, times);
+  record = str_cat(kRowChoice, megakernel ? "megakernel" : "general path", " (", times, ")");
+  return megakernel ? kRowKernel : kGeneral;
+}
+#endif
 
 std::string CompiledGraph::cuda_source() const {
 #if LUMINAL_HAVE_CUDA
@@ -207,12 +339,15 @@ void CompiledGraph::run(const std::vector<TensorView>& inputs, const std::vector
   }
 #if LUMINAL_HAVE_CUDA
   // The megakernel assumes contiguous inputs; other layouts take the general path.
-  const bool row = row_ && std::all_of(inputs.begin(), inputs.end(), [](const TensorView& t) { return t.is_contiguous(); });
-  if (row_ && !row) {
+  const bool contiguous = std::all_of(inputs.begin(), inputs.end(), [](const TensorView& t) { return t.is_contiguous(); });
+  CudaCandidate candidate = kGeneral;
+  if (row_ && contiguous) candidate = choose_row_or_general(inputs, outputs, symbols, *cuda);
+  {
     std::lock_guard<std::mutex> lock(cuda_mutex_);
-    ++megakernel_fallbacks_;
+    megakernel_fallbacks_ += row_ && !contiguous;
+    last_candidate_ = candidate;
   }
-  cuda_executor(row ? kRowKernel : kGeneral).run(inputs, outputs, symbols, *cuda);
+  cuda_executor(candidate).run(inputs, outputs, symbols, *cuda);
 #else
   fail("tensor on ", device_name(inputs.front().device),
        ": this build of luminal has no CUDA engine (it was built without the CUDA toolkit headers)");
@@ -231,14 +366,22 @@ Stats CompiledGraph::stats() const {
 #if LUMINAL_HAVE_CUDA
   {
     std::lock_guard<std::mutex> lock(cuda_mutex_);
-    // The megakernel's numbers when it has run, else the general path's.
-    const std::unique_ptr<gpu::Executor>& used = cuda_[kRowKernel] ? cuda_[kRowKernel] : cuda_[kGeneral];
+    // The numbers of the path the last call took, else of the one built.
+    const CudaCandidate other = last_candidate_ == kRowKernel ? kGeneral : kRowKernel;
+    const std::unique_ptr<gpu::Executor>& used = cuda_[last_candidate_] ? cuda_[last_candidate_] : cuda_[other];
     if (used) {
       s.cuda_used = true;
       s.cuda = used->stats();
       s.scatter_copy_bytes = s.cuda.scatter_copy_bytes;
     }
     s.megakernel_fallbacks = megakernel_fallbacks_;
+  }
+  {
+    std::lock_guard<std::mutex> lock(row_choice_mutex_);
+    if (!row_choice_record_.empty()) s.cuda.choices.insert(s.cuda.choices.begin(), row_choice_record_);
+    s.cuda.choice_cache_hits += row_choice_hits_;
+    s.cuda.choice_cache_misses += row_choice_misses_;
+    s.cuda.host_syncs += row_choice_syncs_;
   }
 #endif
   for (const ir::Node& node : graph_->nodes()) {

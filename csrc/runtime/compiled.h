@@ -3,10 +3,12 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "frontend/translate.h"
@@ -28,7 +30,10 @@ struct CompileOptions {
   // Generate the CUDA module and compile it with NVRTC for this arch (e.g. "sm_90") at compile
   // time, without running it: catches code generation errors on machines with no GPU.
   std::string check_cuda_arch;
-  // Run row-local graphs (DLRM and the like) as one CUDA kernel when the matcher accepts them.
+  // Row-local graphs (DLRM and the like) that the matcher accepts have a megakernel candidate: one
+  // CUDA kernel per call. Calls with contiguous inputs run it or the general path, whichever
+  // measures faster at the binding's first call (remembered in the choice cache; LUMINAL_SEARCH=0:
+  // the megakernel, by rule).
   bool megakernel = true;
   // Tests: the CPU engine executes the megakernel's IR graph instead of the general one, so that
   // the row pipeline's transformations are checked against eager without a GPU.
@@ -66,7 +71,7 @@ struct Stats {
   size_t inputs = 0;
   size_t constants = 0;
   bool cuda_used = false;
-  bool megakernel = false;        // CUDA calls run one row kernel (see passes/row_plan.h)
+  bool megakernel = false;        // the graph has a megakernel candidate (see passes/row_plan.h)
   std::string megakernel_reason;  // the matcher's summary, or the check that failed
   size_t megakernel_fallbacks = 0;  // CUDA calls that took the general path (non-contiguous inputs)
   size_t scatter_copy_bytes = 0;    // bytes of scatter bases copied by the last call (0: all in place)
@@ -148,6 +153,36 @@ class CompiledGraph {
   mutable std::mutex cuda_mutex_;
   mutable std::unique_ptr<gpu::Executor> cuda_[2];  // per CudaCandidate
   mutable size_t megakernel_fallbacks_ = 0;         // calls with non-contiguous inputs
+  mutable CudaCandidate last_candidate_ = kGeneral;  // the last CUDA call's (stats)
+
+  // The megakernel or the general path for a call with contiguous inputs: measured at the first
+  // call of each binding (symbols, TF32 settings) unless the choice cache has it; by rule (the
+  // megakernel) under LUMINAL_SEARCH=0, for graphs that update inputs in place (timing runs them
+  // more than once) and for calls being captured into a CUDA graph.
+  CudaCandidate choose_row_or_general(const std::vector<TensorView>& inputs, const std::vector<TensorView>& outputs,
+                                      const SymbolValues& symbols, const CudaCallContext& context) const;
+  CudaCandidate measure_row_or_general(const std::vector<TensorView>& inputs, const std::vector<TensorView>& outputs,
+                                       const SymbolValues& symbols, const CudaCallContext& context,
+                                       const std::string& key, std::string& record) const;
+  struct RowDecision {
+    CudaCandidate candidate = kRowKernel;
+    std::string record;  // "megakernel or general path: ..." (stats' choices)
+  };
+  mutable std::mutex row_choice_mutex_;  // taken before cuda_mutex_ and the executors' own
+  // A call's binding as far as the choice goes (per-call lookup: no text is built).
+  struct RowBinding {
+    int device = 0;
+    bool allow_tf32 = false, allow_tf32_convolution = false;
+    SymbolValues symbols;
+    bool operator<(const RowBinding& other) const {
+      return std::tie(device, allow_tf32, allow_tf32_convolution, symbols) <
+             std::tie(other.device, other.allow_tf32, other.allow_tf32_convolution, other.symbols);
+    }
+  };
+  mutable std::map<RowBinding, RowDecision> row_decisions_;
+  mutable std::map<RowBinding, RowDecision>::iterator last_decision_ = row_decisions_.end();  // the last call's
+  mutable std::string row_choice_record_;  // the last call's
+  mutable size_t row_choice_hits_ = 0, row_choice_misses_ = 0, row_choice_syncs_ = 0;
 #endif
   mutable std::atomic<size_t> cpu_scatter_copy_bytes_{0};  // the last CPU call's
 };

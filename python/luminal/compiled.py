@@ -121,7 +121,9 @@ def compile_exported(
         report_core_notices()  # a bad kernel cache entry, an unusable LUMINAL_DUMP_KERNELS
     stats = graph.stats()
     if stats["megakernel"]:
-        log.info("luminal: one megakernel per call on CUDA (%s)", stats["megakernel_reason"])
+        log.info(
+            "luminal: a megakernel candidate on CUDA, run where it measures faster (%s)", stats["megakernel_reason"]
+        )
     else:
         log.info("luminal: general path, no megakernel: %s", stats["megakernel_reason"])
     return CompiledFunction(graph, exported, eager)

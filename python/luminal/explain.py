@@ -80,7 +80,11 @@ class Explanation:
                 lines.append(f"  does not compile: {graph.error}")
             else:
                 lines.append("  fully supported")
-                verdict = "one megakernel per call on CUDA" if graph.megakernel else "general path on CUDA"
+                verdict = (
+                    "one megakernel per call on CUDA where it measures faster than the general path"
+                    if graph.megakernel
+                    else "general path on CUDA"
+                )
                 lines.append(f"  {verdict}: {graph.megakernel_reason}")
         return "\n".join(lines)
 

@@ -3,6 +3,7 @@
 // renderer accepts compiles, and schedules it cannot render are refused with a ScheduleError.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -417,6 +418,50 @@ TEST(CodegenSchedules, RowKernelsRefuseOtherSchedules) {
   EXPECT_EQ(k.block_size, 64);
   EXPECT_NE(k.source.find("__launch_bounds__(64)"), std::string::npos) << k.source;
   expect_compiles({k});
+}
+
+}  // namespace
+}  // namespace luminal
+
+namespace luminal {
+namespace {
+
+// A gather out[i] = x[index(idx[i])] + y[i] after a bounds check: which reads wait for the checks
+// (lm_ok). Reads whose indices stay in range whatever a check found (y[i]; x at a check of a
+// constant bound no larger than x's dimension, which yields 0 on failure) issue unguarded.
+std::string gather_source(ir::Shape x_shape, const std::function<ir::Expr(const ir::Expr&)>& index) {
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, std::move(x_shape));
+  const NodeId idx = f.input(DType::I64, {int_const(6)});
+  const NodeId y = f.input(DType::F32, {int_const(6)});
+  const ir::Expr i = ir::loop_var(0);
+  const ir::Expr checked = ir::check_index(ir::load(1, DType::I64, {i}), int_const(10));
+  const ir::Expr body = ir::add(ir::load(0, DType::F32, {index(checked)}), ir::load(2, DType::F32, {i}));
+  const NodeId out = f.b().pointwise(DType::F32, {int_const(6)}, {x, idx, y}, body);
+  f.output(out);
+  const Kernel k = generate(f, out);
+  expect_compiles({k});
+  return k.source;
+}
+
+TEST(CodegenGuards, ReadsInRangeWhateverTheChecksFoundDoNotWaitForThem) {
+  const auto same = [](const ir::Expr& checked) { return checked; };
+  const std::string exact = gather_source({int_const(10)}, same);
+  EXPECT_EQ(exact.find("lm_ok) ?"), std::string::npos) << exact;  // neither x[checked] nor y[i] waits
+  EXPECT_NE(exact.find("lm_check("), std::string::npos) << exact;    // the check itself stays
+  const std::string larger = gather_source({int_const(16)}, same);
+  EXPECT_EQ(larger.find("lm_ok) ?"), std::string::npos) << larger;
+}
+
+TEST(CodegenGuards, ReadsThatMayLeaveTheirRangeAfterAFailedCheckWait) {
+  const auto same = [](const ir::Expr& checked) { return checked; };
+  const auto shifted = [](const ir::Expr& checked) { return ir::add(checked, int_const(3)); };
+  for (const std::string& source : {gather_source({int_const(8)}, same),  // bound 10 > 8 elements
+                                    gather_source({ir::symbol("n")}, same),  // a size that may be 0
+                                    gather_source({int_const(16)}, shifted)}) {
+    EXPECT_NE(source.find("((lm_ok) ? p.in0["), std::string::npos) << source;
+    EXPECT_EQ(source.find("lm_ok) ? p.in2["), std::string::npos) << source;  // y[i] never waits
+  }
 }
 
 }  // namespace

@@ -126,6 +126,29 @@ bool device_available() {
   }
 }
 
+CUcontext use_primary_context(int device) {
+  const DriverApi& api = driver();
+  check(api.cuInit(0), "cuInit");
+  CUdevice dev;
+  check(api.cuDeviceGet(&dev, device), "cuDeviceGet");
+  CUcontext primary = nullptr;
+  check(api.cuDevicePrimaryCtxRetain(&primary, dev), "cuDevicePrimaryCtxRetain");
+  CUcontext current = nullptr;
+  check(api.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  if (current != primary) check(api.cuCtxSetCurrent(primary), "cuCtxSetCurrent");
+  return primary;
+}
+
+std::string device_arch(int device) {
+  const DriverApi& api = driver();
+  CUdevice dev;
+  check(api.cuDeviceGet(&dev, device), "cuDeviceGet");
+  int major = 0, minor = 0;
+  check(api.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute");
+  check(api.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute");
+  return str_cat("sm_", major, minor);
+}
+
 void check(CUresult result, const char* call) {
   if (result == CUDA_SUCCESS) return;
   const char* name = nullptr;

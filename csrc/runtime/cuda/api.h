@@ -158,6 +158,13 @@ inline int pointer_alignment(uintptr_t address) {
 // True when the driver loads and reports at least one device (never raises).
 bool device_available();
 
+// Makes the device's primary context (the one torch uses) current on this thread, retained once
+// more (torch keeps it alive; so does luminal), and returns it.
+CUcontext use_primary_context(int device);
+
+// The device's architecture for NVRTC: "sm_90".
+std::string device_arch(int device);
+
 // Raise luminal::Error naming the call and the library's error text.
 void check(CUresult result, const char* call);
 void check(nvrtcResult result, const char* call);

@@ -127,4 +127,42 @@ void store_convolution_choice(const std::string& key, bool library, int64_t engi
   store_choice(key, {{"winner", "cudnn"}, {"engine", str_cat(engine)}, {"times", times}});
 }
 
+std::string row_kernel_choice_key(const std::string& megakernel_source, const std::string& general_source,
+                                  const std::map<std::string, int64_t>& symbols, bool allow_tf32,
+                                  bool allow_tf32_convolution, const std::string& device) {
+  std::string binding;
+  for (const auto& [name, value] : symbols) binding += str_cat(binding.empty() ? "" : ", ", name, "=", value);
+  return str_cat("megakernel or general path | megakernel module ", std::hex, fnv1a64(megakernel_source),
+                 ", general module ", fnv1a64(general_source), std::dec, " | symbols {", binding, "}",
+                 allow_tf32 ? ", TF32 matmuls" : "", allow_tf32_convolution ? ", TF32 convolutions" : "", " | ", device);
+}
+
+RowKernelLookup parse_row_kernel_choice(const ChoiceFields& fields) {
+  RowKernelLookup lookup;
+  const auto winner = fields.find("winner");
+  if (winner == fields.end()) return lookup;
+  if (winner->second == "megakernel") {
+    lookup.winner = RowKernelLookup::Winner::Megakernel;
+  } else if (winner->second == "general") {
+    lookup.winner = RowKernelLookup::Winner::General;
+  } else {
+    return lookup;
+  }
+  const auto times = fields.find("times");
+  lookup.times = times == fields.end() ? "" : times->second;
+  return lookup;
+}
+
+RowKernelLookup look_up_row_kernel_choice(const std::string& key) {
+  const std::optional<ChoiceFields> stored = load_choice(key);
+  if (!stored) return {};
+  RowKernelLookup lookup = parse_row_kernel_choice(*stored);
+  if (lookup.winner == RowKernelLookup::Winner::None) forget_choice(key, "names no winner (field winner)");
+  return lookup;
+}
+
+void store_row_kernel_choice(const std::string& key, bool megakernel, const std::string& times) {
+  store_choice(key, {{"winner", megakernel ? "megakernel" : "general"}, {"times", times}});
+}
+
 }  // namespace luminal::runtime::gpu

@@ -6,9 +6,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "codegen/cuda_codegen.h"
+#include "common/choice_cache.h"
 #include "common/config.h"
 #include "runtime/cuda/api.h"
 #include "runtime/cuda/cublaslt.h"
@@ -56,5 +58,29 @@ ConvolutionLookup look_up_convolution(const std::string& key);
 
 // Stores a measured convolution choice (`library`: cuDNN's plan of `engine`, else the generated kernel).
 void store_convolution_choice(const std::string& key, bool library, int64_t engine, const std::string& times);
+
+// A graph with a row-kernel candidate (passes/row_plan.h) runs calls with contiguous inputs as the
+// megakernel or on the general path, whichever measured faster for the call's binding.
+struct RowKernelLookup {
+  enum class Winner { None, Megakernel, General };
+  Winner winner = Winner::None;
+  std::string times;  // what was measured, for the record of choices
+};
+
+// The key of that choice: both candidates' generated modules (hashed: the graph's content as each
+// path runs it, and the code generator's version), the binding (shape symbols, TF32 settings) and
+// the device.
+std::string row_kernel_choice_key(const std::string& megakernel_source, const std::string& general_source,
+                                  const std::map<std::string, int64_t>& symbols, bool allow_tf32,
+                                  bool allow_tf32_convolution, const std::string& device);
+
+// What `fields` say (fields winner = megakernel | general, times); Winner::None when they name no
+// winner. Pure: look_up_row_kernel_choice evicts such an entry.
+RowKernelLookup parse_row_kernel_choice(const ChoiceFields& fields);
+
+// The entry stored under `key`; none when there is none or it names no winner (then evicted).
+RowKernelLookup look_up_row_kernel_choice(const std::string& key);
+
+void store_row_kernel_choice(const std::string& key, bool megakernel, const std::string& times);
 
 }  // namespace luminal::runtime::gpu

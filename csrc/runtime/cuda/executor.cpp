@@ -33,30 +33,6 @@ constexpr size_t kMaxInstances = 16;
 // Element counts of evaluated shapes; every node's was checked when its shape was evaluated (plan).
 int64_t product(const std::vector<int64_t>& sizes) { return element_count(sizes, "evaluated shape"); }
 
-std::string arch_of(int device) {
-  const cuda::DriverApi& api = cuda::driver();
-  CUdevice dev;
-  LUMINAL_CU(api.cuDeviceGet(&dev, device));
-  int major = 0, minor = 0;
-  LUMINAL_CU(api.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
-  LUMINAL_CU(api.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev));
-  return str_cat("sm_", major, minor);
-}
-
-// Makes the device's primary context (the one torch uses) current on this thread.
-CUcontext use_primary_context(int device) {
-  const cuda::DriverApi& api = cuda::driver();
-  LUMINAL_CU(api.cuInit(0));
-  CUdevice dev;
-  LUMINAL_CU(api.cuDeviceGet(&dev, device));
-  CUcontext primary = nullptr;
-  LUMINAL_CU(api.cuDevicePrimaryCtxRetain(&primary, dev));  // torch keeps it alive; so do we
-  CUcontext current = nullptr;
-  LUMINAL_CU(api.cuCtxGetCurrent(&current));
-  if (current != primary) LUMINAL_CU(api.cuCtxSetCurrent(primary));
-  return primary;
-}
-
 // LUMINAL_DUMP_KERNELS=<dir>: keeps every generated module (a debugging aid: a directory that
 // cannot be written gives one notice, never a failed compile).
 void dump_kernels(const std::string& source) {
@@ -133,7 +109,7 @@ Instance& Executor::instance_for(const SymbolValues& symbols, const CallContext&
 
 void Executor::make_context_current(int device) {
   if (!device_ || device_->device != device) {
-    use_primary_context(device);  // first call, or a wrong device that run() reports
+    cuda::use_primary_context(device);  // first call, or a wrong device that run() reports
     return;
   }
   const cuda::DriverApi& api = cuda::driver();
@@ -174,8 +150,8 @@ void Executor::load_module(const CallContext& context) {
   const cuda::DriverApi& api = cuda::driver();
   auto state = std::make_unique<DeviceState>();
   state->device = context.device;
-  state->context = use_primary_context(context.device);
-  state->arch = arch_of(context.device);
+  state->context = cuda::use_primary_context(context.device);
+  state->arch = cuda::device_arch(context.device);
   // The tensor-core attention kernel traps below sm_80 (which would end the CUDA context): refuse
   // the device instead, with an error the caller can fall back on.
   LUMINAL_CHECK(program_->module_source.find("mma.sync") == std::string::npos || state->arch >= "sm_80" ||
