@@ -128,6 +128,8 @@ class LayoutSearch {
 
  private:
   static constexpr int kMaxRounds = 16;
+  static constexpr int kMaxFollowers = 16;  // units that may follow a move
+  static constexpr double kGain = 0.5;     // costs are element counts: a real change is >= 1
 
   void collect_sites() {
     in_.resize(g_.size());
@@ -266,40 +268,102 @@ class LayoutSearch {
     return cost;
   }
 
-  // Applies the move if it lowers the cost; returns whether it did.
-  bool try_move(const std::vector<std::pair<NodeId, Order>>& move) {
-    std::vector<NodeId> moved;
-    std::vector<Order> before;
-    bool changes = false;
-    for (const auto& [id, order] : move) {
-      moved.push_back(id);
-      before.push_back(order_[id]);
-      changes = changes || order_[id] != order;
-    }
-    if (!changes) return false;
-    const double old_cost = cost_around(moved);
-    for (const auto& [id, order] : move) order_[id] = order;
-    const double new_cost = cost_around(moved);
-    if (new_cost < old_cost) return true;
-    for (size_t k = 0; k < moved.size(); ++k) order_[moved[k]] = before[k];
-    return false;
-  }
+  using Move = std::vector<NodeId>;  // nodes that take one order together
 
   bool has_option(NodeId id, const Order& order) const {
     const std::vector<Order>& options = options_[id];
     return std::find(options.begin(), options.end(), order) != options.end();
   }
 
+  // The nodes that must take `order` with `id`: a convolution and its x (cuDNN's formats pair
+  // them), closed over every convolution reading that x. Empty when one of them cannot.
+  Move unit(NodeId id, const Order& order) const {
+    Move nodes{id};
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      const NodeId n = nodes[k];
+      if (!has_option(n, order)) return {};
+      std::vector<NodeId> linked;
+      if (g_.node(n).convolution) linked.push_back(g_.node(n).inputs[0]);
+      for (const Site& site : out_[n]) {
+        if (g_.node(site.consumer).convolution) linked.push_back(site.consumer);
+      }
+      for (NodeId m : linked) {
+        if (std::find(nodes.begin(), nodes.end(), m) == nodes.end()) nodes.push_back(m);
+      }
+    }
+    return nodes;
+  }
+
+  // Sets the nodes to `order` and returns the change of the cost.
+  double apply(const Move& nodes, const Order& order) {
+    const double before = cost_around(nodes);
+    for (NodeId n : nodes) order_[n] = order;
+    return cost_around(nodes) - before;
+  }
+
+  // Candidates next to the moved nodes (reading them or read by them), not moved yet.
+  std::vector<NodeId> neighbours(const std::vector<NodeId>& moved) const {
+    std::vector<NodeId> out;
+    for (NodeId id : moved) {
+      for (const auto* sites : {&in_[id], &out_[id]}) {
+        for (const Site& site : *sites) {
+          for (NodeId n : {site.consumer, site.producer}) {
+            if (options_[n].empty() || std::find(moved.begin(), moved.end(), n) != moved.end()) continue;
+            if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+          }
+        }
+      }
+    }
+    return out;
+  }
+
+  // Moves the unit of `id` to `order`, then lets neighbours follow one unit at a time while each
+  // step lowers the cost (a layout change crosses a chain of nodes: a convolution, its x and the
+  // residual reading that x move together or not at all); keeps the whole if the total is lower.
+  bool try_move(NodeId id, const Order& order) {
+    const Move seed = unit(id, order);
+    if (seed.empty()) return false;
+    std::vector<NodeId> moved;
+    std::vector<Order> saved;
+    auto record = [&](const Move& nodes) {
+      for (NodeId n : nodes) moved.push_back(n), saved.push_back(order_[n]);
+    };
+    record(seed);
+    double delta = apply(seed, order);
+    for (int step = 0; step < kMaxFollowers; ++step) {
+      double best = -kGain;
+      Move best_unit;
+      Order best_order;
+      for (NodeId n : neighbours(moved)) {
+        for (const Order& option : options_[n]) {
+          if (option == order_[n]) continue;
+          const Move follower = unit(n, option);
+          if (follower.empty()) continue;
+          const bool overlaps = std::any_of(follower.begin(), follower.end(), [&](NodeId m) {
+            return std::find(moved.begin(), moved.end(), m) != moved.end();
+          });
+          if (overlaps) continue;
+          std::vector<Order> current;
+          for (NodeId m : follower) current.push_back(order_[m]);
+          const double change = apply(follower, option);
+          for (size_t k = 0; k < follower.size(); ++k) order_[follower[k]] = current[k];
+          if (change < best) best = change, best_unit = follower, best_order = option;
+        }
+      }
+      if (best_unit.empty()) break;
+      record(best_unit);
+      delta += apply(best_unit, best_order);
+    }
+    if (delta < -kGain) return true;
+    for (size_t k = moved.size(); k-- > 0;) order_[moved[k]] = saved[k];
+    return false;
+  }
+
   bool try_moves(NodeId id) {
     bool improved = false;
-    for (const Order& order : options_[id]) improved = try_move({{id, order}}) || improved;
-    const Node& node = g_.node(id);
-    if (node.convolution) {
-      // A convolution moves together with its x (their formats must agree).
-      const NodeId x = node.inputs[0];
-      for (const Order& order : options_[id]) {
-        if (has_option(x, order)) improved = try_move({{id, order}, {x, order}}) || improved;
-      }
+    const std::vector<Order> options = options_[id];
+    for (const Order& order : options) {
+      if (order != order_[id]) improved = try_move(id, order) || improved;
     }
     return improved;
   }
