@@ -215,3 +215,17 @@ def test_convnext_tiny_matches_eager(device: str) -> None:
     convolutions = [line for line in captured[0].ir().splitlines() if "[convolution" in line]
     assert len(convolutions) == 22
     assert sum(CHANNELS_LAST + "]" in line for line in convolutions) == 21
+
+
+def test_dynamic_batch_runs_channels_last(device: str) -> None:
+    model = ConvNeXtLike(channels=8).eval().to(device)
+    captured: list[Any] = []
+    compiled = torch.compile(model, backend=capturing_backend(captured), dynamic=True)
+    for batch in (3, 5, 2):
+        x = rand(batch, 3, 16, 24, device=device)
+        assert_same(compiled(x), model(x), tolerance_scale=10.0)
+    assert captured
+    for graph in captured:
+        ir = graph.ir()
+        assert re.search(r"input user #\d+ \"\w+\"", ir) and "f32[s" in ir, ir  # a symbolic batch
+        assert ir.count(CHANNELS_LAST + "]") == 4, ir
