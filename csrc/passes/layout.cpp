@@ -148,9 +148,8 @@ class LayoutSearch {
       if (node.convolution) whole_reader_[node.inputs[1]] = true;  // the weight: an input, or read as it is
       auto collect = [&](const Expr& root) {
         ir::visit(root, [&](const Expr& e) {
-          if (e->op != ExprOp::Load) return;
+          if (e->op != ExprOp::Load || (node.convolution && e->index == 1)) return;
           const Site site{node.id, node.inputs.at(e->index), e};
-          if (node.convolution && e->index == 1) return;
           in_[node.id].push_back(site);
           out_[site.producer].push_back(site);
         });
