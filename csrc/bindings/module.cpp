@@ -205,6 +205,7 @@ runtime::CompileOptions compile_options(const std::vector<std::string>& roles, b
   options.check_cuda_arch = settings->check_cuda_arch;
   options.megakernel = megakernel;
   options.cpu_runs_row_graph = settings->cpu_runs_row_graph;
+  options.optimize.assign_layouts = settings->assign_layouts;
   for (const std::string& role : roles) {
     if (role == "parameter") {
       options.input_roles.push_back(ir::InputRole::Parameter);

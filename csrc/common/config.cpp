@@ -61,6 +61,7 @@ Config read_config(const char* (*lookup)(const char* name)) {
   c.sync_check = flag(lookup("LUMINAL_SYNC_CHECK"));
   c.cpu_runs_row_graph = flag(lookup("LUMINAL_CPU_ROW_GRAPH"));
   c.search = search_enabled(lookup("LUMINAL_SEARCH"));
+  c.assign_layouts = search_enabled(lookup("LUMINAL_LAYOUTS"));  // on unless "0" (or "")
   c.convolution = convolution_choice(lookup("LUMINAL_CONVOLUTION"));
   c.check_cuda_arch = cuda_check_arch(lookup("LUMINAL_CHECK_CUDA_CODEGEN"));
   c.dump_kernels_dir = optional_text(lookup("LUMINAL_DUMP_KERNELS")).value_or("");

@@ -53,6 +53,7 @@ struct Config {
   bool sync_check = false;       // LUMINAL_SYNC_CHECK
   bool cpu_runs_row_graph = false;  // LUMINAL_CPU_ROW_GRAPH
   bool search = true;                // LUMINAL_SEARCH (false: rules only)
+  bool assign_layouts = true;        // LUMINAL_LAYOUTS (false: every tensor in its logical order)
   ConvolutionChoice convolution = ConvolutionChoice::Measured;  // LUMINAL_CONVOLUTION
   std::string check_cuda_arch;   // LUMINAL_CHECK_CUDA_CODEGEN: "" (off) or an arch, "1" read as "sm_90"
   std::string dump_kernels_dir;  // LUMINAL_DUMP_KERNELS as given ("" off; resolve_user_directory it)

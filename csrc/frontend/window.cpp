@@ -86,7 +86,7 @@ void translate_convolution(Context& ctx, const pt2::Node& node) {
   const Expr product = ir::mul(ir::cast(ir::load(0, b.dtype(x), x_at, inside), acc), ir::cast(ir::load(1, b.dtype(w), w_at), acc));
   // Stored in the output's dtype, summed in `acc` and rounded once (eager's convolution). The
   // parameters let a library compute the same node (ir::Convolution).
-  const ir::Convolution params{stride, padding, dilation, groups, nullptr};
+  const ir::Convolution params{stride, padding, dilation, groups, nullptr, {}, {}, {}};
   const NodeId result = b.convolution(out, out_shape, x, w, product, extents, params);
   // With a bias, round(round(conv) + bias) in the output's dtype, as torch's cuDNN path
   // (output.add_(bias)) computes half-precision convolutions; without, a plain copy (in the

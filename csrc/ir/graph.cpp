@@ -10,6 +10,15 @@
 
 namespace luminal::ir {
 
+std::vector<int64_t> logical_order(const std::vector<int64_t>& stored, const std::vector<int>& order) {
+  if (order.empty()) return stored;
+  LUMINAL_CHECK(order.size() == stored.size(), "internal error: a layout order of rank ", order.size(),
+                " for a tensor of rank ", stored.size());
+  std::vector<int64_t> logical(stored.size(), 0);
+  for (size_t k = 0; k < order.size(); ++k) logical.at(order[k]) = stored[k];
+  return logical;
+}
+
 const char* node_kind_name(NodeKind kind) {
   switch (kind) {
     case NodeKind::Input: return "input";
@@ -335,9 +344,28 @@ std::string ints_to_string(const std::vector<int64_t>& values) {
   return text + "]";
 }
 
+std::string order_to_string(const std::vector<int>& order) {
+  return ints_to_string(std::vector<int64_t>(order.begin(), order.end()));
+}
+
 std::string convolution_to_string(const Convolution& conv) {
-  return str_cat("stride ", ints_to_string(conv.stride), ", padding ", ints_to_string(conv.padding), ", dilation ",
-                 ints_to_string(conv.dilation), ", groups ", conv.groups);
+  std::string text = str_cat("stride ", ints_to_string(conv.stride), ", padding ", ints_to_string(conv.padding),
+                             ", dilation ", ints_to_string(conv.dilation), ", groups ", conv.groups);
+  if (!conv.x_order.empty()) text += str_cat(", x stored ", order_to_string(conv.x_order));
+  if (!conv.w_order.empty()) text += str_cat(", w stored ", order_to_string(conv.w_order));
+  if (!conv.y_order.empty()) text += str_cat(", stored ", order_to_string(conv.y_order));
+  return text;
+}
+
+bool is_permutation_of_rank(const std::vector<int>& order, size_t rank) {
+  if (order.empty()) return true;
+  if (order.size() != rank) return false;
+  std::vector<bool> seen(rank, false);
+  for (int d : order) {
+    if (d < 0 || static_cast<size_t>(d) >= rank || seen[d]) return false;
+    seen[d] = true;
+  }
+  return true;
 }
 
 void verify_convolution(const Graph& graph, const Node& node) {
@@ -360,6 +388,11 @@ void verify_convolution(const Graph& graph, const Node& node) {
                 where(), "convolution dtypes: ", node_signature(x), " * ", node_signature(w), " -> ",
                 node_signature(node), " with a ", dtype_short_name(node.body->dtype),
                 " body (the input's dtype, summed in its compute dtype)");
+  LUMINAL_CHECK(is_permutation_of_rank(conv.x_order, x.rank()) && is_permutation_of_rank(conv.w_order, w.rank()) &&
+                    is_permutation_of_rank(conv.y_order, node.rank()),
+                where(), "convolution layouts: x stored ", order_to_string(conv.x_order), ", w stored ",
+                order_to_string(conv.w_order), ", output stored ", order_to_string(conv.y_order), " for rank ",
+                node.rank());
   for (size_t k = 0; k < spatial; ++k) {
     LUMINAL_CHECK(conv.stride[k] >= 1 && conv.dilation[k] >= 1 && conv.padding[k] >= 0, where(),
                   "convolution stride, dilation and padding of spatial dim ", k);

@@ -60,13 +60,26 @@ enum class Contraction : uint8_t { None, GroupedRows, GroupedRowsTransposedB };
 // float_compute_dtype of it (f32 for f16/bf16): the sum accumulates in f32 and is rounded once, when
 // stored, as eager's half-precision convolutions do. This is the only reduce whose body dtype may
 // differ from its node dtype (verify() allows it for convolutions alone).
-// `body` is the body the frontend built: passes leave the node whole, and verify() checks that the
+// `body` is the body the frontend built: passes leave the node whole (only passes::assign_layouts
+// permutes its dimensions, rebuilding body and parameters together), and verify() checks that the
 // node's body is still that one, so a library never computes something the body no longer says.
+//
+// Layouts (passes::assign_layouts): a convolution may read x and w and store its output with their
+// dimensions permuted, e.g. channels-last. `x_order` / `w_order` / `y_order` list, per stored dimension, the
+// logical dimension it holds (stored dim k is logical dim order[k]); empty means the logical
+// order. The node's shape and loop variables and its loads of inputs 0 and 1 are then in the stored
+// order (the body says so: it still defines every element), and a library gets the logical
+// [N, C, spatial...] sizes with the strides these orders give (channels-last for [0, 2, 3, 1]).
 struct Convolution {
   std::vector<int64_t> stride, padding, dilation;  // one per spatial dim
   int64_t groups = 1;
   Expr body;
+  // Stored dim k holds logical dim order[k]; empty: the logical order. w_order is that of input 1
+  // (a channels-last copy of the weight that assign_layouts adds).
+  std::vector<int> x_order, w_order, y_order;
 };
+// Sizes or strides of a tensor stored in `order` (see Convolution) in its logical dim order.
+std::vector<int64_t> logical_order(const std::vector<int64_t>& stored, const std::vector<int>& order);
 
 const char* node_kind_name(NodeKind kind);
 // The dtype a scatter's accumulated values have: f32 for f16/bf16 (rounded once after the add), i64

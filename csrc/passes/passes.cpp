@@ -692,6 +692,8 @@ Graph optimize(Graph graph, const OptimizeOptions& options) {
   }
   materialize_outputs(graph);
   Graph out = eliminate_dead_code(graph);
+  // After materialize_outputs: the nodes the caller's outputs are written from are final (and stay).
+  if (options.assign_layouts) out = assign_layouts(out);
   out.verify();
   return out;
 }

@@ -30,6 +30,8 @@ struct OptimizeOptions {
   // fusing a chain of n elementwise ops into one body re-simplifies it n times (quadratic compile
   // time and memory for long chains, which a hostile archive can declare).
   int max_fused_ops = 256;
+  // Store intermediates in the dimension order their readers read them in (assign_layouts).
+  bool assign_layouts = true;
 };
 
 // The standard pipeline: inlining, dead-code elimination, output materialization, verification.
@@ -41,6 +43,14 @@ ir::Graph optimize(ir::Graph graph, const OptimizeOptions& options = {});
 // one kernel computes the row's folds once and then the row. Not for the CPU interpreter, which
 // would recompute such folds for every element.
 ir::Graph fuse_row_broadcasts(ir::Graph graph, const OptimizeOptions& options = {});
+
+// Stores intermediates in the dimension order their readers read them in, when that is a
+// permutation of their logical dims (e.g. channels-last around convolutions whose outputs are read
+// across channels): a moved node is computed in the permuted order and its readers read it through
+// the inverse permutation, inlined into their indices; a moved convolution reads x and stores its
+// output in that order (ir::Convolution's orders). Outputs, inputs and tensors read whole (by a
+// matmul, a scatter, attention, a contraction or as a convolution's weight) never move.
+ir::Graph assign_layouts(const ir::Graph& graph);
 
 // Removes nodes that no output depends on (Input nodes always stay: they are the call signature).
 ir::Graph eliminate_dead_code(const ir::Graph& graph);

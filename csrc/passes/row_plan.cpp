@@ -172,6 +172,7 @@ RowPlan plan_row_kernel(const Graph& translated, const RowLimits& limits) {
   options.lower_all_matmuls = true;
   options.fuse_matmul_epilogues = false;
   options.max_recompute_factor = 1;  // a row is computed once, then read from registers
+  options.assign_layouts = false;     // rows are the logical leading dimension
   Graph graph;
   try {
     graph = optimize(translated, options);

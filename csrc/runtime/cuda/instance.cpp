@@ -251,6 +251,18 @@ class InstanceBuilder {
   // The node in words for the record of choices: "%12 convolution (conv2d_3 (aten.convolution...))".
   std::string describe_step(const Node& node) const { return str_cat("%", node.id, " ", node.origin); }
 
+  // Sets the stride of every unit dimension to what a tensor packed in `order` (stored dim k is
+  // logical dim order[k]) has there; other strides stay.
+  static void unit_strides_in_order(const std::vector<int64_t>& sizes, std::vector<int64_t>& strides,
+                                    const std::vector<int>& order) {
+    int64_t packed = 1;
+    for (size_t k = order.size(); k-- > 0;) {
+      const int d = order[k];
+      if (sizes[d] == 1) strides[d] = packed;
+      packed *= std::max<int64_t>(sizes[d], 1);
+    }
+  }
+
   // cuDNN's terms for a convolution step, or nullopt (and why not) when cuDNN cannot be given it.
   std::optional<cuda::ConvolutionProblem> convolution_problem(const Node& node, std::string& why_not) const {
     const ir::Convolution& conv = *node.convolution;
@@ -263,18 +275,28 @@ class InstanceBuilder {
       }
     }
     const Buffer &bx = in_.buffers[x], &bw = in_.buffers[w], &by = in_.buffers[node.id];
+    cuda::ConvolutionProblem p;
+    // cuDNN takes the logical [N, C, spatial...] sizes with the strides of the stored order (a
+    // channels-last x or output stored as [N, spatial..., C] by passes::assign_layouts).
+    p.x_sizes = ir::logical_order(bx.sizes, conv.x_order), p.x_strides = ir::logical_order(bx.strides, conv.x_order);
+    p.w_sizes = ir::logical_order(bw.sizes, conv.w_order), p.w_strides = ir::logical_order(bw.strides, conv.w_order);
+    p.y_sizes = ir::logical_order(by.sizes, conv.y_order), p.y_strides = ir::logical_order(by.strides, conv.y_order);
+    if (!conv.x_order.empty()) {
+      // The stride of a unit dimension addresses nothing: give it the value a tensor packed in x's
+      // order has, so that cuDNN sees a depthwise weight [K, 1, R, S] as packed channels-last too.
+      unit_strides_in_order(p.x_sizes, p.x_strides, conv.x_order);
+      unit_strides_in_order(p.w_sizes, p.w_strides, conv.x_order);
+      unit_strides_in_order(p.y_sizes, p.y_strides, conv.x_order);
+    }
     const int64_t groups = conv.groups;
-    if (bx.sizes[1] != bw.sizes[1] * groups || bw.sizes[0] % groups != 0) {
-      why_not = str_cat(bx.sizes[1], " input channels do not match a weight of ", bw.sizes[1], " channels in ", groups,
-                        " groups");
+    if (p.x_sizes[1] != bw.sizes[1] * groups || bw.sizes[0] % groups != 0 || p.y_sizes[1] != bw.sizes[0]) {
+      why_not = str_cat(p.x_sizes[1], " input channels and ", p.y_sizes[1], " output channels do not match a weight of ",
+                        int_list(bw.sizes), " in ", groups, " groups");
       return std::nullopt;
     }
-    cuda::ConvolutionProblem p;
     p.dtype = g_.node(x).dtype;
     LUMINAL_CHECK(node.dtype == p.dtype, "internal error: the convolution ", describe_step(node), " stores ",
                   dtype_name(node.dtype), " from ", dtype_name(p.dtype), " operands");
-    p.x_sizes = bx.sizes, p.x_strides = bx.strides, p.w_sizes = bw.sizes, p.w_strides = bw.strides;
-    p.y_sizes = by.sizes, p.y_strides = by.strides;
     p.stride = conv.stride, p.padding = conv.padding, p.dilation = conv.dilation;
     if (conv.stride.size() == 1) {  // cuDNN's convolutions are 2-D or 3-D: a unit height above the width
       const auto add_height = [](std::vector<int64_t>& sizes, std::vector<int64_t>& strides) {
