@@ -93,6 +93,11 @@ def test_convnext_like_network_runs_channels_last(device: str) -> None:
     for line in convolutions[1:]:
         assert f"x {CHANNELS_LAST}" in line and f", {CHANNELS_LAST}]" in line, line
     assert sum("w stored [0, 2, 3, 1]" in line for line in convolutions) == 1, convolutions
+    if device == "cuda" and torch.backends.cudnn.is_available():
+        # cuDNN is offered every convolution, the channels-last ones too (their logical sizes, with
+        # the stored order's strides); the generated kernel is only a measured alternative.
+        steps = [c for c in captured[0].stats()["cuda"]["choices"] if "aten.convolution" in c]
+        assert len(steps) >= 5 and not any("not for cuDNN" in c for c in steps), steps
     pointwise = _pointwise_lines(ir)
     for line in pointwise:
         # LayerNorm rows (folds over the channels) read contiguous rows: r0 is the innermost index.

@@ -255,8 +255,42 @@ bool fold_div_mod_pairs(Poly& p) {
   return false;
 }
 
+// Replaces k*a*((x // a) % b) + k*(x % a) by k*(x % (a*b)) for constants a, b > 0 (floor
+// semantics: x % ab = a*((x // a) % b) + x % a for every integer x). A flattened view of a
+// row-major tensor read through its unflattened coordinates leaves these; together with
+// fold_div_mod_pairs they collapse back to the flat index.
+bool fold_nested_mods(Poly& p) {
+  for (auto it = p.terms.begin(); it != p.terms.end(); ++it) {
+    if (it->first.size() != 1 || it->first[0]->op != ExprOp::Mod) continue;
+    const Expr inner = it->first[0];  // x % a
+    const auto a = as_int_const(inner->args[1]);
+    if (!a || *a <= 0) continue;
+    const int64_t k = it->second;
+    for (auto outer = p.terms.begin(); outer != p.terms.end(); ++outer) {
+      if (outer->first.size() != 1 || outer->first[0]->op != ExprOp::Mod) continue;
+      const Expr candidate = outer->first[0];  // (x // a) % b ?
+      const Expr& quotient = candidate->args[0];
+      const auto b = as_int_const(candidate->args[1]);
+      int64_t ab = 0;
+      if (!b || *b <= 0 || quotient->op != ExprOp::FloorDiv || !expr_equal(quotient->args[0], inner->args[0]) ||
+          as_int_const(quotient->args[1]) != a || outer->second != wrap_mul(k, *a) ||
+          __builtin_mul_overflow(*a, *b, &ab)) {
+        continue;
+      }
+      const Expr x = inner->args[0];
+      p.terms.erase(outer);
+      p.terms.erase(Monomial{inner});
+      Poly replacement = poly_from_expr(mod(x, int_const(ab)));
+      replacement.scale(k);
+      p.add(replacement);
+      return true;
+    }
+  }
+  return false;
+}
+
 Expr canonical(Poly p) {
-  while (fold_div_mod_pairs(p)) {
+  while (fold_div_mod_pairs(p) || fold_nested_mods(p)) {
   }
   return poly_to_expr(p);
 }

@@ -48,6 +48,28 @@ TEST(Expr, QuotientRemainderIdentity) {
   EXPECT_TRUE(expr_equal(rebuilt, x)) << s(rebuilt);
 }
 
+TEST(Expr, NestedRemaindersCollapseToTheFlatIndex) {
+  // A flat index unflattened over [N, 56, 56] and flattened back (a reshape's view of a reshape):
+  // (i0 // 3136)*3136 + ((i0 // 56) % 56)*56 + i0 % 56 == i0, for every integer i0.
+  const Expr i0 = loop_var(0);
+  const Expr c56 = int_const(56), c3136 = int_const(3136);
+  const Expr flat = add(add(mul(floordiv(i0, c3136), c3136), mul(mod(floordiv(i0, c56), c56), c56)), mod(i0, c56));
+  EXPECT_TRUE(expr_equal(flat, i0)) << s(flat);
+  // a*((x // a) % b) + x % a == x % (a*b); scaled by k too.
+  const Expr two = mul(int_const(3), add(mul(mod(floordiv(i0, c56), int_const(4)), c56), mod(i0, c56)));
+  EXPECT_TRUE(expr_equal(two, mul(int_const(3), mod(i0, int_const(224))))) << s(two);
+  // Coefficients that do not match stay as they are.
+  const Expr other = add(mul(mod(floordiv(i0, c56), int_const(4)), int_const(55)), mod(i0, c56));
+  EXPECT_NE(s(other).find("floordiv"), std::string::npos) << s(other);
+  // The identity over negative values too (floor semantics): checked by evaluation.
+  for (int64_t x : {-100001, -3137, -57, -1, 0, 55, 56, 3135, 3136, 99999}) {
+    const int64_t a = 56, b = 56;
+    const auto fmod = [](int64_t v, int64_t m) { return ((v % m) + m) % m; };
+    const auto fdiv = [&](int64_t v, int64_t m) { return (v - fmod(v, m)) / m; };
+    EXPECT_EQ(a * fmod(fdiv(x, a), b) + fmod(x, a), fmod(x, a * b)) << x;
+  }
+}
+
 TEST(Expr, TypeRulesRaise) {
   EXPECT_THROW(add(float_const(1.0), int_const(1)), Error);
   EXPECT_THROW(where(int_const(1), float_const(1.0), float_const(2.0)), Error);

@@ -289,9 +289,10 @@ class InstanceBuilder {
       unit_strides_in_order(p.y_sizes, p.y_strides, conv.x_order);
     }
     const int64_t groups = conv.groups;
-    if (p.x_sizes[1] != bw.sizes[1] * groups || bw.sizes[0] % groups != 0 || p.y_sizes[1] != bw.sizes[0]) {
+    // Logical sizes: a channels-last weight copy is stored [K, R, S, C].
+    if (p.x_sizes[1] != p.w_sizes[1] * groups || p.w_sizes[0] % groups != 0 || p.y_sizes[1] != p.w_sizes[0]) {
       why_not = str_cat(p.x_sizes[1], " input channels and ", p.y_sizes[1], " output channels do not match a weight of ",
-                        int_list(bw.sizes), " in ", groups, " groups");
+                        int_list(p.w_sizes), " in ", groups, " groups");
       return std::nullopt;
     }
     p.dtype = g_.node(x).dtype;
