@@ -54,11 +54,12 @@ GeneratedGemv::GeneratedGemv(const MatmulShape& shape, const MatrixOperand& a, c
   LUMINAL_CHECK(generated_gemv_applies(shape), "internal error: the generated GEMV does not take ",
                 dtype_name(shape.dtype), " [", shape.batch, ", ", shape.m, ", ", shape.k, "] @ [", shape.k, ", ",
                 shape.n, "]");
-  // K = 1 reads one element per row: the vector loop needs whole vectors.
   vector_ = gemv_vectorizable(shape, a, b);
   configs_ = codegen::gemv_configs(shape.m);
   source_ = codegen::gemv_module_source(shape.dtype, shape.m);
-  for (const codegen::GemvConfig& config : configs_) kernels_.push_back(registered_kernel(source_, config.kernel_name()));
+  for (const codegen::GemvConfig& config : configs_) {
+    kernels_.push_back(registered_kernel(source_, config.kernel_name()));
+  }
 }
 
 GeneratedGemv::~GeneratedGemv() = default;
