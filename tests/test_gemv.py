@@ -139,8 +139,7 @@ def test_measured_and_library_choice(mode: str, dtype: torch.dtype, monkeypatch:
         x = rand(rows, 1024, dtype=dtype, device="cuda")
         choices = _check(torch.nn.Linear(1024, 2048, bias=False), x, dtype)
         matmul_choices = [c for c in choices if "cuBLASLt algorithm" in c or "generated gemv" in c]
-        assert len(matmul_choices) == 1, choices
-        if mode == "cublaslt":
-            assert "generated gemv" not in matmul_choices[0], choices
-        else:  # timed now or taken from the cache, with the times measured
-            assert "ms" in matmul_choices[0], choices
+        if mode == "cublaslt":  # (no choice at all where cuBLASLt offers one algorithm)
+            assert len(matmul_choices) <= 1 and not any("generated gemv" in c for c in choices), choices
+        else:  # the GEMV's configurations make it a choice: timed now or taken from the cache
+            assert len(matmul_choices) == 1 and "ms" in matmul_choices[0], choices
