@@ -20,13 +20,6 @@ constexpr GemvConfig kGemvConfigs[] = {
     {1, 1, 4, 4}, {2, 1, 4, 4}, {4, 1, 2, 2}, {1, 4, 1, 4}, {2, 4, 1, 2}, {1, 8, 1, 2},
 };
 
-std::string replace_all(std::string text, const std::string& from, const std::string& to) {
-  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
-    text.replace(at, from.size(), to);
-  }
-  return text;
-}
-
 }  // namespace
 
 std::string GemvConfig::name() const {
@@ -76,15 +69,9 @@ std::string gemv_module_source(DType dtype, int64_t rows) {
             << c.unroll << ">(a, b, bias, out, n, k, a_batch, a_row, a_col, b_batch, b_row, b_col, activation, "
             << "vector);\n}\n";
   }
-  const bool f32 = dtype == DType::F32, f16 = dtype == DType::F16;
-  std::string body = embedded::kGemvTemplate;
-  body = replace_all(body, "@M@", std::to_string(rows));
-  body = replace_all(body, "@DTYPE@", f32 ? "0" : f16 ? "1" : "2");
-  body = replace_all(body, "@STORAGE@", f32 ? "float" : "unsigned short");
-  body = replace_all(body, "@TO_FLOAT@", f32 ? "" : f16 ? "lm_h2f" : "lm_bf2f");
-  body = replace_all(body, "@FROM_FLOAT@", f32 ? "" : f16 ? "lm_f2h" : "lm_f2bf");
-  body = replace_all(body, "@ENTRIES@", entries.str());
-  return prelude() + "\n" + body;
+  const int dtype_code = dtype == DType::F32 ? 0 : dtype == DType::F16 ? 1 : 2;
+  return str_cat(prelude(), "\n#define LM_GEMV_M ", rows, "\n#define LM_GEMV_DTYPE ", dtype_code, "\n",
+                 embedded::kGemvTemplate, "\n// The entry points, one per configuration.\n", entries.str());
 }
 
 }  // namespace luminal::codegen

@@ -1,5 +1,5 @@
-// The generated GEMV / skinny GEMM (codegen/gemv.cpp fills in the @...@ fields): out[b] = act(a[b] @
-// b[b] + bias) for a few rows of a (M <= 8), in f32 with one rounding to the output type.
+// The generated GEMV / skinny GEMM (codegen/gemv.cpp): out[b] = act(a[b] @ b[b] + bias) for a few
+// rows of a (M <= 8), in f32 with one rounding to the output type.
 //
 // Decode steps of language models multiply one or a few rows by large weight matrices: the time is
 // the weights' bytes over the memory bandwidth. A warp computes NPW consecutive outputs n for all M
@@ -10,21 +10,36 @@
 // fixed order: deterministic), WN warps of a block take further outputs. `vector` (checked by the
 // host: both operands k-contiguous, 16-byte aligned rows, K a multiple of the vector width) selects
 // the vector loop; otherwise every element is read by its strides (any layout, slower).
-#define LM_GEMV_M @M@
-#define LM_GEMV_DTYPE @DTYPE@  // 0: f32, 1: f16, 2: bf16
-typedef @STORAGE@ lm_gemv_t;
-
-__device__ __forceinline__ float lm_gemv_to_float(lm_gemv_t v) { return @TO_FLOAT@(v); }
-__device__ __forceinline__ lm_gemv_t lm_gemv_from_float(float v) { return @FROM_FLOAT@(v); }
+//
+// codegen/gemv.cpp defines LM_GEMV_M (rows) and LM_GEMV_DTYPE (0: f32, 1: f16, 2: bf16) before this
+// text and appends the entry points. tests/cpp/test_gemv.cpp runs the same text on the host
+// (LM_GEMV_HOST_TEST: the streaming load becomes a copy) with threads standing in for lanes.
+#if LM_GEMV_DTYPE == 0
+typedef float lm_gemv_t;
+__device__ __forceinline__ float lm_gemv_to_float(lm_gemv_t v) { return v; }
+__device__ __forceinline__ lm_gemv_t lm_gemv_from_float(float v) { return v; }
+#elif LM_GEMV_DTYPE == 1
+typedef unsigned short lm_gemv_t;
+__device__ __forceinline__ float lm_gemv_to_float(lm_gemv_t v) { return lm_h2f(v); }
+__device__ __forceinline__ lm_gemv_t lm_gemv_from_float(float v) { return lm_f2h(v); }
+#else
+typedef unsigned short lm_gemv_t;
+__device__ __forceinline__ float lm_gemv_to_float(lm_gemv_t v) { return lm_bf2f(v); }
+__device__ __forceinline__ lm_gemv_t lm_gemv_from_float(float v) { return lm_f2bf(v); }
+#endif
 
 constexpr int kGemvVector = 16 / (int)sizeof(lm_gemv_t);  // elements per 16-byte load
 
 // A weight vector: read once, so not kept in L1 (where a's rows stay).
 __device__ __forceinline__ lm_vec16 lm_gemv_stream(const lm_gemv_t* p) {
   lm_vec16 v;
+#ifdef LM_GEMV_HOST_TEST
+  memcpy(&v, p, sizeof v);
+#else
   asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
       : "l"(p));
+#endif
   return v;
 }
 
@@ -163,6 +178,3 @@ __device__ __forceinline__ void lm_gemv(const lm_gemv_t* __restrict__ a, const l
   }
   out[m * n + output] = lm_gemv_from_float(total);
 }
-
-// The entry points, one per configuration (codegen/gemv.cpp: kGemvConfigs).
-@ENTRIES@
