@@ -256,7 +256,9 @@ int check_configuration(const Problem& p, std::mt19937& rng) {
           size += std::fabs(K::to_float(bias[j]));
         }
         if (p.activation == 1) sum = sum < 0 ? 0 : sum;
-        if (p.activation == 2) sum = 0.5 * sum * (1 + std::tanh(0.7978845608028654 * (sum + 0.044715 * sum * sum * sum)));
+        if (p.activation == 2) {
+          sum = 0.5 * sum * (1 + std::tanh(0.7978845608028654 * (sum + 0.044715 * sum * sum * sum)));
+        }
         const double actual = K::to_float(out[static_cast<size_t>((e * M + i) * p.n + j)]);
         const double tolerance = rounding * std::fabs(sum) + 1e-5 * size + 1e-6;
         if (!(std::fabs(actual - sum) <= tolerance)) {
