@@ -87,7 +87,10 @@ __device__ __forceinline__ void lm_gemv(const lm_gemv_t* __restrict__ a, const l
   if (vector) {
     const lm_i64 chunks = k / kGemvVector;
     for (lm_i64 c0 = (lm_i64)wk * 32 + lane; c0 < chunks; c0 += 32LL * WK * U) {
-      lm_vec16 w[U][NPW];
+      // Every step's weight vectors are requested before any is used (and, with few rows, a's too):
+      // the loads of a step overlap instead of each waiting for the one before.
+      constexpr int XU = M <= 2 ? U : 1;  // steps whose a vectors are loaded here
+      lm_vec16 w[U][NPW], x_early[XU][M];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const lm_i64 c = c0 + (lm_i64)u * 32 * WK;
@@ -98,6 +101,10 @@ __device__ __forceinline__ void lm_gemv(const lm_gemv_t* __restrict__ a, const l
           } else {
             w[u][j].x = w[u][j].y = w[u][j].z = w[u][j].w = 0u;
           }
+        }
+        if (M <= 2 && c < chunks) {
+#pragma unroll
+          for (int m = 0; m < M; ++m) x_early[u % XU][m] = *(const lm_vec16*)(a + m * a_row + c * kGemvVector);
         }
       }
 #pragma unroll
@@ -110,7 +117,7 @@ __device__ __forceinline__ void lm_gemv(const lm_gemv_t* __restrict__ a, const l
 #pragma unroll
         for (int m = 0; m < M; ++m) {
           float xf[kGemvVector];
-          lm_gemv_unpack(*(const lm_vec16*)(a + m * a_row + c * kGemvVector), xf);
+          lm_gemv_unpack(M <= 2 ? x_early[u % XU][m] : *(const lm_vec16*)(a + m * a_row + c * kGemvVector), xf);
 #pragma unroll
           for (int j = 0; j < NPW; ++j) {
 #pragma unroll
