@@ -44,6 +44,20 @@ ConvolutionChoice convolution_choice(const char* value) {
   return ConvolutionChoice::Measured;
 }
 
+void read_gemv_choice(const char* value, Config& c) {
+  if (value == nullptr) return;
+  const std::string text = value;
+  const std::string forced = "generated:";
+  if (text == "cublaslt") {
+    c.gemv = GemvChoice::Library;
+  } else if (text == "generated") {
+    c.gemv = GemvChoice::Generated;
+  } else if (text.rfind(forced, 0) == 0) {
+    c.gemv = GemvChoice::Generated;
+    c.gemv_config = text.substr(forced.size());
+  }
+}
+
 // LUMINAL_SEARCH: on unless set to "0" (or "").
 bool search_enabled(const char* value) { return value == nullptr || flag(value); }
 
@@ -63,6 +77,7 @@ Config read_config(const char* (*lookup)(const char* name)) {
   c.search = search_enabled(lookup("LUMINAL_SEARCH"));
   c.assign_layouts = search_enabled(lookup("LUMINAL_LAYOUTS"));  // on unless "0" (or "")
   c.convolution = convolution_choice(lookup("LUMINAL_CONVOLUTION"));
+  read_gemv_choice(lookup("LUMINAL_GEMV"), c);
   c.check_cuda_arch = cuda_check_arch(lookup("LUMINAL_CHECK_CUDA_CODEGEN"));
   c.dump_kernels_dir = optional_text(lookup("LUMINAL_DUMP_KERNELS")).value_or("");
   c.cache_dir = optional_text(lookup("LUMINAL_CACHE_DIR"));

@@ -26,6 +26,10 @@
 //                                 common/choice_cache.h; rules only neither read nor write it)
 //   LUMINAL_CONVOLUTION=          CUDA: "cudnn" or "generated" runs every convolution that way
 //                                 (where cuDNN takes it); unset or "auto": the faster, as measured
+//   LUMINAL_GEMV=                 CUDA: "cublaslt" keeps matmuls of at most 8 rows on cuBLASLt;
+//                                 "generated" runs them as the generated GEMV (its configuration by
+//                                 rule; "generated:n1 k4 w1 u4" names one), without timing: for tests;
+//                                 unset or "auto": the fastest of both, as measured
 //   LUMINAL_MAX_ARCHIVE_BYTES=n   the most bytes read from one PT2 archive (default 64 GiB)
 //   LUMINAL_MAX_ARCHIVE_JSON_BYTES=n  the most bytes of one JSON entry in it
 #pragma once
@@ -47,6 +51,9 @@ struct ByteLimitSetting {
 // How the CUDA engine runs a convolution (LUMINAL_CONVOLUTION).
 enum class ConvolutionChoice { Measured, Library, Generated };
 
+// Whether the CUDA engine's small matmuls may run as the generated GEMV (LUMINAL_GEMV).
+enum class GemvChoice { Measured, Library, Generated };
+
 struct Config {
   bool poison_outputs = false;   // LUMINAL_POISON_OUTPUTS
   bool profile = false;          // LUMINAL_PROFILE
@@ -55,6 +62,8 @@ struct Config {
   bool search = true;                // LUMINAL_SEARCH (false: rules only)
   bool assign_layouts = true;        // LUMINAL_LAYOUTS (false: every tensor in its logical order)
   ConvolutionChoice convolution = ConvolutionChoice::Measured;  // LUMINAL_CONVOLUTION
+  GemvChoice gemv = GemvChoice::Measured;  // LUMINAL_GEMV
+  std::string gemv_config;                 // LUMINAL_GEMV=generated:<configuration>; "" by rule
   std::string check_cuda_arch;   // LUMINAL_CHECK_CUDA_CODEGEN: "" (off) or an arch, "1" read as "sm_90"
   std::string dump_kernels_dir;  // LUMINAL_DUMP_KERNELS as given ("" off; resolve_user_directory it)
   // The cache's location as given; nullopt where unset (an empty LUMINAL_CACHE_DIR is set: it

@@ -63,12 +63,38 @@ bool reuse_matmul_algorithm(cuda::Matmul& matmul, const std::string& key, void* 
 
 }  // namespace
 
+namespace {
+
+// The generated GEMV as LUMINAL_GEMV=generated[:configuration] forces it, run once (its module
+// loaded before the call's CUDA graph is recorded, and a failure raised here).
+std::string force_generated_gemv(cuda::Matmul& matmul, void* out, void* workspace, CUstream stream,
+                                 const Config& settings) {
+  if (settings.gemv_config.empty()) {
+    matmul.choose_generated_by_rule();
+  } else {
+    LUMINAL_CHECK(matmul.choose_algorithm("generated gemv " + settings.gemv_config), "LUMINAL_GEMV=generated:",
+                  settings.gemv_config, " names no configuration of the generated GEMV for ",
+                  matmul.choice_key(out));
+  }
+  matmul.run(out, workspace, stream);
+  return str_cat(matmul.chosen_algorithm(), " (forced by LUMINAL_GEMV)");
+}
+
+}  // namespace
+
 std::string choose_matmul_algorithm(cuda::Matmul& matmul, void* out, void* workspace, CUstream stream,
-                                    const std::string& device, bool search, size_t& syncs, ChoiceCounts& counts) {
+                                    const std::string& device, const Config& settings, size_t& syncs,
+                                    ChoiceCounts& counts) {
+  if (settings.gemv == GemvChoice::Generated && matmul.has_generated()) {
+    return force_generated_gemv(matmul, out, workspace, stream, settings);
+  }
   const size_t candidates = matmul.candidate_count();
   if (candidates < 2) return "";
-  const auto chosen = [&] { return str_cat("cuBLASLt algorithm ", matmul.chosen() + 1, " of ", candidates); };
-  if (!search) return chosen() + " (by rule: cuBLASLt's best ranked)";
+  const auto chosen = [&] {
+    if (matmul.chosen_is_generated()) return str_cat(matmul.chosen_algorithm(), " (of ", candidates, " candidates)");
+    return str_cat("cuBLASLt algorithm ", matmul.chosen() + 1, " of ", candidates);
+  };
+  if (!settings.search) return chosen() + " (by rule: cuBLASLt's best ranked)";
   const std::string key = str_cat("matmul | ", matmul.choice_key(out), " | ", device);
   std::string times;
   if (reuse_matmul_algorithm(matmul, key, out, workspace, stream, times)) {

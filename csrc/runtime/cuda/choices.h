@@ -28,11 +28,14 @@ struct ChoiceCounts {
 // The device and driver in words, for keys: "NVIDIA H100 80GB HBM3, sm_90, 132 SMs, driver 12080".
 std::string device_key(int device);
 
-// Chooses `matmul`'s algorithm (its pointers final, its output `out`): with `search` off,
-// cuBLASLt's best ranked; else the stored winner when it is still a candidate and runs, else the
-// fastest as timed, then stored. Returns the choice in words ("" when there is one candidate).
+// Chooses `matmul`'s algorithm (its pointers final, its output `out`): the generated GEMV where
+// settings.gemv forces it (the configuration settings.gemv_config names, else by rule; raises when
+// it names none); with settings.search off, cuBLASLt's best ranked; else the stored winner when it
+// is still a candidate and runs, else the fastest as timed (cuBLASLt's algorithms and the generated
+// GEMV's configurations), then stored. Returns the choice in words ("" when there is one candidate).
 std::string choose_matmul_algorithm(cuda::Matmul& matmul, void* out, void* workspace, CUstream stream,
-                                    const std::string& device, bool search, size_t& syncs, ChoiceCounts& counts);
+                                    const std::string& device, const Config& settings, size_t& syncs,
+                                    ChoiceCounts& counts);
 
 // A convolution step's entry: what was stored under `key` for it.
 struct ConvolutionLookup {

@@ -8,6 +8,7 @@
 
 #include "common/checked.h"
 #include "common/error.h"
+#include "runtime/cuda/gemv.h"
 #include "runtime/cuda/timing.h"
 
 namespace luminal::cuda {
@@ -89,8 +90,10 @@ struct Matmul::Descriptors {
   }
 };
 
-Matmul::Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOperand& b, const MatmulEpilogue& epilogue)
+Matmul::Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOperand& b, const MatmulEpilogue& epilogue,
+               bool with_generated)
     : d_(std::make_unique<Descriptors>()), shape_(shape), a_(a), b_(b), epilogue_(epilogue) {
+  if (with_generated && generated_gemv_applies(shape)) gemv_ = std::make_unique<GeneratedGemv>(shape, a, b, epilogue);
   const std::optional<ColumnMajor> ta = transposed(b, shape.k, shape.n);  // b^T
   const std::optional<ColumnMajor> tb = transposed(a, shape.m, shape.k);  // a^T
   LUMINAL_CHECK(ta && tb, "internal error: matmul operand layout is not BLAS-compatible");
@@ -171,11 +174,24 @@ Matmul::Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOpe
   LUMINAL_CHECK(!d_->candidates.empty(), "cuBLASLt's algorithms all failed for ", describe(nullptr));
 }
 
-size_t Matmul::candidate_count() const { return d_->candidates.size(); }
+size_t Matmul::candidate_count() const { return d_->candidates.size() + (gemv_ ? gemv_->configs().size() : 0); }
+
+void Matmul::choose_generated_by_rule() {
+  LUMINAL_CHECK(gemv_, "internal error: the generated GEMV is no candidate of ", describe(nullptr));
+  d_->chosen = d_->candidates.size() + gemv_->rule_choice();
+}
+
+bool Matmul::chosen_is_generated() const { return d_->chosen >= d_->candidates.size(); }
+
+namespace {
+constexpr const char* kGeneratedPrefix = "generated gemv ";
+}  // namespace
+
+std::string Matmul::chosen_name() const { return chosen_is_generated() ? chosen_algorithm() : "cublasLt"; }
 
 float Matmul::select_fastest(void* out, void* workspace, CUstream stream, size_t& syncs) {
   const FastestCandidate fastest = time_candidates(
-      d_->candidates.size(), stream, syncs, [&](size_t i) { d_->chosen = i; }, [&] { run(out, workspace, stream); });
+      candidate_count(), stream, syncs, [&](size_t i) { d_->chosen = i; }, [&] { run(out, workspace, stream); });
   LUMINAL_CHECK(fastest.index.has_value(), "every cuBLASLt algorithm failed to run ", describe(out), ": ",
                 fastest.last_failure);
   d_->chosen = *fastest.index;
@@ -217,9 +233,20 @@ std::string algorithm_text(const cublasLtMatmulAlgo_t& algorithm) {
 
 }  // namespace
 
-std::string Matmul::chosen_algorithm() const { return algorithm_text(d_->candidates.at(d_->chosen)); }
+std::string Matmul::chosen_algorithm() const {
+  if (chosen_is_generated()) {
+    return kGeneratedPrefix + gemv_->configs().at(d_->chosen - d_->candidates.size()).name();
+  }
+  return algorithm_text(d_->candidates.at(d_->chosen));
+}
 
 bool Matmul::choose_algorithm(const std::string& algorithm) {
+  if (algorithm.rfind(kGeneratedPrefix, 0) == 0) {
+    const int config = gemv_ ? gemv_->find(algorithm.substr(std::string(kGeneratedPrefix).size())) : -1;
+    if (config < 0) return false;
+    d_->chosen = d_->candidates.size() + static_cast<size_t>(config);
+    return true;
+  }
   for (size_t i = 0; i < d_->candidates.size(); ++i) {
     if (algorithm_text(d_->candidates[i]) != algorithm) continue;
     d_->chosen = i;
@@ -231,6 +258,10 @@ bool Matmul::choose_algorithm(const std::string& algorithm) {
 Matmul::~Matmul() = default;
 
 void Matmul::run(void* out, void* workspace, CUstream stream) const {
+  if (chosen_is_generated()) {
+    gemv_->run(d_->chosen - d_->candidates.size(), out, stream);
+    return;
+  }
   const void* alpha = d_->double_scale ? static_cast<const void*>(&d_->alpha_d) : &d_->alpha_f;
   const void* beta = d_->double_scale ? static_cast<const void*>(&d_->beta_d) : &d_->beta_f;
   const cublasStatus_t status =
@@ -257,7 +288,8 @@ std::string Matmul::choice_key(const void* out) const {
                                                  : "bias";
   return str_cat("cuBLASLt ", cublaslt().cublasLtGetVersion(), " ", describe(out), ", epilogue ", epilogue,
                  epilogue_.bias ? str_cat(" (bias aligned to ", alignment_of(epilogue_.bias), " bytes)") : "",
-                 shape_.allow_tf32 ? ", TF32 allowed" : "");
+                 shape_.allow_tf32 ? ", TF32 allowed" : "",
+                 gemv_ ? str_cat(", or the generated GEMV ", gemv_->source_key()) : "");
 }
 
 std::string Matmul::describe(const void* out) const {

@@ -1,4 +1,6 @@
-// Matrix products on cuBLASLt: row-major strided operands, optional batch, f32/f64/f16/bf16.
+// Matrix products on cuBLASLt: row-major strided operands, optional batch, f32/f64/f16/bf16. A
+// product of at most codegen::kGemvMaxRows rows (f32/f16/bf16) may also run as the generated GEMV
+// (runtime/cuda/gemv.h): its configurations are further candidates of the same measured choice.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +11,8 @@
 #include "runtime/cuda/api.h"
 
 namespace luminal::cuda {
+
+class GeneratedGemv;
 
 // A row-major view [batch, rows, cols]: one of row_stride/col_stride must be 1.
 struct MatrixOperand {
@@ -40,18 +44,24 @@ bool blas_compatible(const MatrixOperand& operand, int64_t rows, int64_t cols);
 void fold_shared_batch(MatmulShape& shape, MatrixOperand& a, const MatrixOperand& b);
 
 // A prepared out[b] = a[b] @ b[b] (out contiguous [batch, m, n]), enqueued with run().
+// Candidates: cuBLASLt's algorithms, then (`with_generated`, where the generated GEMV takes the
+// problem) the generated GEMV's configurations.
 class Matmul {
  public:
-  Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOperand& b, const MatmulEpilogue& epilogue = {});
+  Matmul(const MatmulShape& shape, const MatrixOperand& a, const MatrixOperand& b, const MatmulEpilogue& epilogue = {},
+         bool with_generated = false);
   ~Matmul();
   Matmul(const Matmul&) = delete;
   Matmul& operator=(const Matmul&) = delete;
 
   // The largest workspace any candidate algorithm needs.
   size_t workspace_bytes() const { return workspace_bytes_; }
-  // cuBLASLt's candidate algorithms, best ranked first; the first is chosen until one of these
-  // calls chooses another.
+  // The candidates: cuBLASLt's algorithms, best ranked first, then the generated GEMV's
+  // configurations; the first is chosen until one of these calls chooses another.
   size_t candidate_count() const;
+  // Whether the generated GEMV is among the candidates, and its choice by rule (LUMINAL_GEMV).
+  bool has_generated() const { return gemv_ != nullptr; }
+  void choose_generated_by_rule();
   // Times every candidate algorithm on this stream and keeps the fastest. Returns its time per run
   // in milliseconds; adds the host waits it cost to `syncs`.
   float select_fastest(void* out, void* workspace, CUstream stream, size_t& syncs);
@@ -61,9 +71,15 @@ class Matmul {
   std::string chosen_algorithm() const;
   // Chooses the candidate whose algorithm is `algorithm` (chosen_algorithm() of an earlier
   // instance); false, choosing nothing, when no candidate has it.
+  // "generated gemv <configuration>" names one of the generated GEMV's.
   bool choose_algorithm(const std::string& algorithm);
+  // Whether the chosen candidate is the generated GEMV's.
+  bool chosen_is_generated() const;
+  // What runs, for profiles: "cublasLt" or "generated gemv n1 k1 w4 u4".
+  std::string chosen_name() const;
   // The problem as a key for measured choices: everything the candidates and their speed depend
-  // on (dtype, shapes, strides, alignments of every pointer, epilogue, TF32, cuBLASLt's version).
+  // on (dtype, shapes, strides, alignments of every pointer, epilogue, TF32, cuBLASLt's version,
+  // the generated GEMV's source when it is a candidate).
   std::string choice_key(const void* out) const;
   void run(void* out, void* workspace, CUstream stream) const;
 
@@ -77,6 +93,7 @@ class Matmul {
   MatrixOperand a_, b_;
   MatmulEpilogue epilogue_;
   size_t workspace_bytes_ = 0;
+  std::unique_ptr<GeneratedGemv> gemv_;  // null: cuBLASLt only
 };
 
 }  // namespace luminal::cuda

@@ -309,7 +309,7 @@ void Executor::run_steps_one_by_one(Instance& instance, void* raw_stream) {
         LUMINAL_CU(api.cuEventRecord(t.end, stream));
       };
       if (is_matmul) {
-        timed_step("cublasLt", [&] {
+        timed_step(instance.matmuls[matmul_index]->chosen_name(), [&] {
           instance.matmuls[matmul_index++]->run(reinterpret_cast<void*>(instance.buffers[node.id].ptr),
                                                 instance.workspace, stream);
         });

@@ -215,8 +215,9 @@ class InstanceBuilder {
     cuda::MatmulShape shape = matmul_shape(node);
     cuda::MatrixOperand a = matrix_of(in_.buffers[node.inputs[0]], rank);
     cuda::fold_shared_batch(shape, a, matrix_of(in_.buffers[node.inputs[1]], rank));
+    const bool with_generated = config()->gemv != GemvChoice::Library;
     return std::make_unique<cuda::Matmul>(shape, a, matrix_of(in_.buffers[node.inputs[1]], rank),
-                                          epilogue_of(node, in_.buffers));
+                                          epilogue_of(node, in_.buffers), with_generated);
   }
 
   // Library plans (need operand strides, which are known now). Returns the workspace they need.
@@ -636,7 +637,7 @@ class InstanceBuilder {
 
   // cuBLASLt plans with final pointers; parameter inputs they read must keep their address.
   void create_library_calls() {
-    const bool search = config()->search;
+    const std::shared_ptr<const Config> settings = config();
     for (size_t m = 0; m < matmul_steps_.size(); ++m) {
       const Node& node = g_.node(steps()[matmul_steps_[m]].node);
       const std::vector<int64_t>& out = in_.buffers[node.id].sizes;
@@ -646,7 +647,7 @@ class InstanceBuilder {
       if (product(out) > 0) {
         const std::string choice = choose_matmul_algorithm(
             *in_.matmuls[m], reinterpret_cast<void*>(in_.buffers[node.id].ptr), in_.workspace,
-            static_cast<CUstream>(context_.stream), device_key(device_.device), search, host_syncs_, in_.choice_counts);
+            static_cast<CUstream>(context_.stream), device_key(device_.device), *settings, host_syncs_, in_.choice_counts);
         if (!choice.empty()) in_.choices.push_back(str_cat(describe_step(node), ": ", choice));
       }
       for (NodeId operand : node.inputs) {

@@ -1,0 +1,187 @@
+// The generated GEMV / skinny GEMM (codegen/gemv.cpp): out[b] = act(a[b] @ b[b] + bias) for a few
+// rows of a (M <= 8), in f32 with one rounding to the output type.
+//
+// Decode steps of language models multiply one or a few rows by large weight matrices: the time is
+// the weights' bytes over the memory bandwidth. A warp computes NPW consecutive outputs n for all M
+// rows: each lane streams 16-byte vectors of the NPW weight columns (b's k-contiguous columns: the
+// transposed view of an nn.Linear weight), U vectors per output in flight, past L1 (they are read
+// once), and multiplies them with the matching 16-byte vectors of a's rows (small, re-read by
+// every warp: kept in L1). WK warps split K (interleaved chunks, summed through shared memory in a
+// fixed order: deterministic), WN warps of a block take further outputs. `vector` (checked by the
+// host: both operands k-contiguous, 16-byte aligned rows, K a multiple of the vector width) selects
+// the vector loop; otherwise every element is read by its strides (any layout, slower).
+//
+// codegen/gemv.cpp defines LM_GEMV_M (rows) and LM_GEMV_DTYPE (0: f32, 1: f16, 2: bf16) before this
+// text and appends the entry points. tests/cpp/test_gemv.cpp runs the same text on the host
+// (LM_GEMV_HOST_TEST: the streaming load becomes a copy) with threads standing in for lanes.
+#if LM_GEMV_DTYPE == 0
+typedef float lm_gemv_t;
+__device__ __forceinline__ float lm_gemv_to_float(lm_gemv_t v) { return v; }
+__device__ __forceinline__ lm_gemv_t lm_gemv_from_float(float v) { return v; }
+#elif LM_GEMV_DTYPE == 1
+typedef unsigned short lm_gemv_t;
+__device__ __forceinline__ float lm_gemv_to_float(lm_gemv_t v) { return lm_h2f(v); }
+__device__ __forceinline__ lm_gemv_t lm_gemv_from_float(float v) { return lm_f2h(v); }
+#else
+typedef unsigned short lm_gemv_t;
+__device__ __forceinline__ float lm_gemv_to_float(lm_gemv_t v) { return lm_bf2f(v); }
+__device__ __forceinline__ lm_gemv_t lm_gemv_from_float(float v) { return lm_f2bf(v); }
+#endif
+
+constexpr int kGemvVector = 16 / (int)sizeof(lm_gemv_t);  // elements per 16-byte load
+
+// A weight vector: read once, so not kept in L1 (where a's rows stay).
+__device__ __forceinline__ lm_vec16 lm_gemv_stream(const lm_gemv_t* p) {
+  lm_vec16 v;
+#ifdef LM_GEMV_HOST_TEST
+  memcpy(&v, p, sizeof v);
+#else
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+#endif
+  return v;
+}
+
+// The 16 bytes as kGemvVector floats.
+__device__ __forceinline__ void lm_gemv_unpack(const lm_vec16& v, float* f) {
+  const unsigned int words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#if LM_GEMV_DTYPE == 0
+    f[i] = __uint_as_float(words[i]);
+#elif LM_GEMV_DTYPE == 1
+    f[2 * i] = lm_h2f((unsigned short)(words[i] & 0xffffu));
+    f[2 * i + 1] = lm_h2f((unsigned short)(words[i] >> 16));
+#else
+    f[2 * i] = __uint_as_float(words[i] << 16);
+    f[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+#endif
+  }
+}
+
+template <int NPW, int WK, int WN, int U>
+__device__ __forceinline__ void lm_gemv(const lm_gemv_t* __restrict__ a, const lm_gemv_t* __restrict__ b,
+                                        const lm_gemv_t* __restrict__ bias, lm_gemv_t* __restrict__ out, lm_i64 n,
+                                        lm_i64 k, lm_i64 a_batch, lm_i64 a_row, lm_i64 a_col, lm_i64 b_batch,
+                                        lm_i64 b_row, lm_i64 b_col, lm_i64 activation, lm_i64 vector) {
+  constexpr int M = LM_GEMV_M;
+  static_assert(M * NPW <= 32, "one lane per output value in the epilogue");
+  const int lane = (int)(threadIdx.x & 31u), warp = (int)(threadIdx.x >> 5);
+  const int wn = warp % WN, wk = warp / WN;
+  const lm_i64 batch = blockIdx.y;
+  a += batch * a_batch;
+  b += batch * b_batch;
+  out += batch * (lm_i64)M * n;
+  const lm_i64 first = ((lm_i64)blockIdx.x * WN + wn) * NPW;
+  // Outputs past n read the last column (valid memory) and are not written.
+  const lm_gemv_t* column[NPW];
+#pragma unroll
+  for (int j = 0; j < NPW; ++j) column[j] = b + (first + j < n ? first + j : n - 1) * b_col;
+  float acc[M][NPW];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int j = 0; j < NPW; ++j) acc[m][j] = 0.0f;
+  }
+  if (vector) {
+    const lm_i64 chunks = k / kGemvVector;
+    for (lm_i64 c0 = (lm_i64)wk * 32 + lane; c0 < chunks; c0 += 32LL * WK * U) {
+      // Every step's weight vectors are requested before any is used (and, with few rows, a's too):
+      // the loads of a step overlap instead of each waiting for the one before.
+      constexpr int XU = M <= 2 ? U : 1;  // steps whose a vectors are loaded here
+      lm_vec16 w[U][NPW], x_early[XU][M];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const lm_i64 c = c0 + (lm_i64)u * 32 * WK;
+#pragma unroll
+        for (int j = 0; j < NPW; ++j) {
+          if (c < chunks) {
+            w[u][j] = lm_gemv_stream(column[j] + c * kGemvVector);
+          } else {
+            w[u][j].x = w[u][j].y = w[u][j].z = w[u][j].w = 0u;
+          }
+        }
+        if (M <= 2 && c < chunks) {
+#pragma unroll
+          for (int m = 0; m < M; ++m) x_early[u % XU][m] = *(const lm_vec16*)(a + m * a_row + c * kGemvVector);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const lm_i64 c = c0 + (lm_i64)u * 32 * WK;
+        if (c >= chunks) break;
+        float wf[NPW][kGemvVector];
+#pragma unroll
+        for (int j = 0; j < NPW; ++j) lm_gemv_unpack(w[u][j], wf[j]);
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          float xf[kGemvVector];
+          lm_gemv_unpack(M <= 2 ? x_early[u % XU][m] : *(const lm_vec16*)(a + m * a_row + c * kGemvVector), xf);
+#pragma unroll
+          for (int j = 0; j < NPW; ++j) {
+#pragma unroll
+            for (int e = 0; e < kGemvVector; ++e) acc[m][j] = fmaf(xf[e], wf[j][e], acc[m][j]);
+          }
+        }
+      }
+    }
+  } else {
+    for (lm_i64 i0 = (lm_i64)wk * 32 + lane; i0 < k; i0 += 32LL * WK * U) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const lm_i64 i = i0 + (lm_i64)u * 32 * WK;
+        if (i >= k) break;
+        float wv[NPW];
+#pragma unroll
+        for (int j = 0; j < NPW; ++j) wv[j] = lm_gemv_to_float(column[j][i * b_row]);
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          const float x = lm_gemv_to_float(a[m * a_row + i * a_col]);
+#pragma unroll
+          for (int j = 0; j < NPW; ++j) acc[m][j] = fmaf(x, wv[j], acc[m][j]);
+        }
+      }
+    }
+  }
+  // Every lane ends with the warp's sums.
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int j = 0; j < NPW; ++j) {
+#pragma unroll
+      for (int offset = 16; offset > 0; offset >>= 1) acc[m][j] += __shfl_xor_sync(0xffffffffu, acc[m][j], offset);
+    }
+  }
+  // Lane l finishes value l (row l / NPW, output l % NPW).
+  float total = 0.0f;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int j = 0; j < NPW; ++j) {
+      if (m * NPW + j == lane) total = acc[m][j];
+    }
+  }
+  if (WK > 1) {
+    __shared__ float partial[WK][WN][M * NPW];
+    if (lane < M * NPW) partial[wk][wn][lane] = total;
+    __syncthreads();
+    if (wk != 0) return;
+    if (lane < M * NPW) {
+      total = partial[0][wn][lane];
+#pragma unroll
+      for (int w = 1; w < WK; ++w) total += partial[w][wn][lane];
+    }
+  }
+  if (lane >= M * NPW) return;
+  const int m = lane / NPW;
+  const lm_i64 output = first + lane % NPW;
+  if (output >= n) return;
+  if (bias) {
+    // cuBLASLt's epilogue: bias and activation in f32, one rounding.
+    total += lm_gemv_to_float(bias[output]);
+    if (activation == 1) total = total < 0.0f ? 0.0f : total;  // NaN stays NaN
+    if (activation == 2) total = lm_gelu_tanh<float>(total);
+  }
+  out[m * n + output] = lm_gemv_from_float(total);
+}

@@ -1,0 +1,111 @@
+#include "runtime/cuda/gemv.h"
+
+#include <map>
+#include <mutex>
+
+#include "common/cache_files.h"
+#include "common/error.h"
+#include "runtime/cuda/standalone_kernel.h"
+
+namespace luminal::cuda {
+
+namespace {
+
+// The largest grid y extent (batch entries are blockIdx.y).
+constexpr int64_t kMaxGridY = 65535;
+
+// One kernel per (module source, entry point) for the whole process: launches captured into CUDA
+// graphs keep referring to its loaded module, so it is never unloaded before exit.
+StandaloneKernel* registered_kernel(const std::string& source, const std::string& name) {
+  static std::mutex mutex;
+  static std::map<std::pair<uint64_t, std::string>, std::unique_ptr<StandaloneKernel>> kernels;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<StandaloneKernel>& kernel = kernels[{fnv1a64(source), name}];
+  if (!kernel) kernel = std::make_unique<StandaloneKernel>(source, name);
+  return kernel.get();
+}
+
+bool aligned16(const void* pointer) { return (reinterpret_cast<uintptr_t>(pointer) & 15u) == 0; }
+
+// A stride in elements that keeps 16-byte alignment from row to row (or is never taken).
+bool keeps_alignment(int64_t stride, int64_t size_in_elements, int64_t element_bytes) {
+  return size_in_elements <= 1 || (stride * element_bytes) % 16 == 0;
+}
+
+}  // namespace
+
+bool generated_gemv_applies(const MatmulShape& shape) {
+  return codegen::gemv_supported(shape.dtype, shape.m) && shape.batch >= 1 && shape.batch <= kMaxGridY &&
+         shape.n >= 1 && shape.k >= 0;
+}
+
+bool gemv_vectorizable(const MatmulShape& shape, const MatrixOperand& a, const MatrixOperand& b) {
+  const int64_t bytes = static_cast<int64_t>(dtype_size(shape.dtype));
+  const int64_t width = codegen::gemv_vector_width(shape.dtype);
+  return shape.k % width == 0 && (a.col_stride == 1 || shape.k <= 1) && (b.row_stride == 1 || shape.k <= 1) &&
+         aligned16(a.data) && aligned16(b.data) && keeps_alignment(a.row_stride, shape.m, bytes) &&
+         keeps_alignment(b.col_stride, shape.n, bytes) && keeps_alignment(a.batch_stride, shape.batch, bytes) &&
+         keeps_alignment(b.batch_stride, shape.batch, bytes);
+}
+
+GeneratedGemv::GeneratedGemv(const MatmulShape& shape, const MatrixOperand& a, const MatrixOperand& b,
+                             const MatmulEpilogue& epilogue)
+    : shape_(shape), a_(a), b_(b), epilogue_(epilogue) {
+  LUMINAL_CHECK(generated_gemv_applies(shape), "internal error: the generated GEMV does not take ",
+                dtype_name(shape.dtype), " [", shape.batch, ", ", shape.m, ", ", shape.k, "] @ [", shape.k, ", ",
+                shape.n, "]");
+  vector_ = gemv_vectorizable(shape, a, b);
+  configs_ = codegen::gemv_configs(shape.m);
+  source_ = codegen::gemv_module_source(shape.dtype, shape.m);
+  for (const codegen::GemvConfig& config : configs_) {
+    kernels_.push_back(registered_kernel(source_, config.kernel_name()));
+  }
+}
+
+GeneratedGemv::~GeneratedGemv() = default;
+
+std::string GeneratedGemv::source_key() const {
+  return str_cat(std::hex, fnv1a64(source_), std::dec, vector_ ? " (vector loads)" : " (strided loads)");
+}
+
+int GeneratedGemv::find(const std::string& name) const {
+  for (size_t i = 0; i < configs_.size(); ++i) {
+    if (configs_[i].name() == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+size_t GeneratedGemv::rule_choice() const {
+  const bool few_outputs = shape_.n * shape_.batch < 4096;
+  const codegen::GemvConfig wanted = few_outputs ? codegen::GemvConfig{1, 4, 1, 4}
+                                     : shape_.m >= 4 ? codegen::GemvConfig{2, 1, 4, 4}
+                                                     : codegen::GemvConfig{1, 1, 4, 4};
+  for (size_t i = 0; i < configs_.size(); ++i) {
+    if (configs_[i] == wanted) return i;
+  }
+  return 0;
+}
+
+void GeneratedGemv::run(size_t index, void* out, CUstream stream) const {
+  const codegen::GemvConfig& config = configs_.at(index);
+  LaunchShape launch;
+  const int64_t blocks = (shape_.n + config.outputs_per_block() - 1) / config.outputs_per_block();
+  LUMINAL_CHECK(blocks <= 0x7fffffff, "generated GEMV: ", shape_.n, " outputs are too many for one launch");
+  launch.grid[0] = static_cast<unsigned>(blocks);
+  launch.grid[1] = static_cast<unsigned>(shape_.batch);
+  launch.block[0] = static_cast<unsigned>(config.threads());
+  const int64_t activation = !epilogue_.bias ? 0 : epilogue_.relu ? 1 : epilogue_.gelu_tanh ? 2 : 0;
+  const std::vector<KernelArgument> arguments = {
+      KernelArgument::pointer(a_.data),          KernelArgument::pointer(b_.data),
+      KernelArgument::pointer(epilogue_.bias),   KernelArgument::pointer(out),
+      KernelArgument::int64(shape_.n),           KernelArgument::int64(shape_.k),
+      KernelArgument::int64(a_.batch_stride),    KernelArgument::int64(a_.row_stride),
+      KernelArgument::int64(a_.col_stride),      KernelArgument::int64(b_.batch_stride),
+      KernelArgument::int64(b_.row_stride),      KernelArgument::int64(b_.col_stride),
+      KernelArgument::int64(activation),         KernelArgument::int64(vector_ ? 1 : 0)};
+  CUdevice device = 0;
+  LUMINAL_CU(driver().cuCtxGetDevice(&device));
+  kernels_.at(index)->launch(static_cast<int>(device), launch, stream, arguments);
+}
+
+}  // namespace luminal::cuda

@@ -1,0 +1,59 @@
+// The generated GEMV (codegen/gemv.h) as candidates of a matmul's measured choice: a cuda::Matmul
+// with at most codegen::kGemvMaxRows rows times these next to cuBLASLt's algorithms, and runs the
+// winner (runtime/cuda/cublaslt.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/gemv.h"
+#include "runtime/cuda/api.h"
+#include "runtime/cuda/cublaslt.h"
+
+namespace luminal::cuda {
+
+class StandaloneKernel;
+
+// Whether the generated GEMV computes this problem (dtype, row count, batch count within a grid's
+// y extent). Any operand layout is read by strides; vectorized() says whether the fast loop runs.
+bool generated_gemv_applies(const MatmulShape& shape);
+
+// True when both operands are k-contiguous with 16-byte aligned rows and K is a whole number of
+// 16-byte vectors: the kernel's vector loop runs (else every element is read by its strides).
+bool gemv_vectorizable(const MatmulShape& shape, const MatrixOperand& a, const MatrixOperand& b);
+
+class GeneratedGemv {
+ public:
+  GeneratedGemv(const MatmulShape& shape, const MatrixOperand& a, const MatrixOperand& b,
+                const MatmulEpilogue& epilogue);
+  ~GeneratedGemv();
+  GeneratedGemv(const GeneratedGemv&) = delete;
+  GeneratedGemv& operator=(const GeneratedGemv&) = delete;
+
+  const std::vector<codegen::GemvConfig>& configs() const { return configs_; }
+  bool vectorized() const { return vector_; }
+  // The module's source hash, for choice keys (a changed kernel is measured again).
+  std::string source_key() const;
+  // The position of the configuration `name` names (codegen::GemvConfig::name()), or -1.
+  int find(const std::string& name) const;
+  // The configuration by rule, for LUMINAL_GEMV=generated: split K where the outputs alone give
+  // too few warps to keep the memory busy, else a warp per output (two with more rows).
+  size_t rule_choice() const;
+  // Enqueues configuration `index` on `stream` (the current context's device). Compiles and loads
+  // the module on first use (NVRTC's caches apply).
+  void run(size_t index, void* out, CUstream stream) const;
+
+ private:
+  MatmulShape shape_;
+  MatrixOperand a_, b_;
+  MatmulEpilogue epilogue_;
+  bool vector_ = false;
+  std::vector<codegen::GemvConfig> configs_;
+  std::string source_;
+  std::vector<StandaloneKernel*> kernels_;  // owned by a process-wide registry (the CUDA graphs
+                                            // that captured a launch keep using its module)
+};
+
+}  // namespace luminal::cuda

@@ -1,0 +1,143 @@
+// The generated GEMV (codegen/gemv.h, runtime/cuda/gemv.h): its configurations and their names in
+// the choice cache, LUMINAL_GEMV, when the vector loop may run, and that every module compiles with
+// NVRTC (no GPU needed). Its results against eager are tested on the GPU (tests/test_gemv.py).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "codegen/gemv.h"
+#include "common/config.h"
+#include "common/error.h"
+#ifdef LUMINAL_HAVE_CUDA
+#include "runtime/cuda/gemv.h"
+#include "runtime/cuda/standalone_kernel.h"
+#endif
+
+using namespace luminal;
+
+namespace {
+
+std::map<std::string, std::string> fake_environment;
+
+const char* fake_lookup(const char* name) {
+  const auto it = fake_environment.find(name);
+  return it == fake_environment.end() ? nullptr : it->second.c_str();
+}
+
+Config read(std::map<std::string, std::string> environment) {
+  fake_environment = std::move(environment);
+  return read_config(fake_lookup);
+}
+
+}  // namespace
+
+TEST(Gemv, ConfigurationNamesRoundTrip) {
+  for (int64_t rows = 1; rows <= codegen::kGemvMaxRows; ++rows) {
+    const std::vector<codegen::GemvConfig> configs = codegen::gemv_configs(rows);
+    ASSERT_GE(configs.size(), 4u) << rows;
+    for (const codegen::GemvConfig& config : configs) {
+      EXPECT_LE(rows * config.outputs_per_warp, 32);
+      const std::optional<codegen::GemvConfig> parsed = codegen::parse_gemv_config(config.name(), rows);
+      ASSERT_TRUE(parsed.has_value()) << config.name();
+      EXPECT_TRUE(*parsed == config);
+    }
+  }
+  EXPECT_EQ(codegen::gemv_configs(1).front().name(), "n1 k1 w4 u4");
+  EXPECT_FALSE(codegen::parse_gemv_config("n3 k1 w4 u4", 1).has_value());
+  EXPECT_FALSE(codegen::parse_gemv_config("", 1).has_value());
+  EXPECT_FALSE(codegen::parse_gemv_config("n1 k1 w4 u4 ", 1).has_value());
+}
+
+TEST(Gemv, SupportedDtypesAndRows) {
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+    EXPECT_TRUE(codegen::gemv_supported(dtype, 1));
+    EXPECT_TRUE(codegen::gemv_supported(dtype, 8));
+    EXPECT_FALSE(codegen::gemv_supported(dtype, 9));
+    EXPECT_FALSE(codegen::gemv_supported(dtype, 0));
+  }
+  EXPECT_FALSE(codegen::gemv_supported(DType::F64, 1));
+  EXPECT_FALSE(codegen::gemv_supported(DType::I64, 1));
+  EXPECT_THROW(codegen::gemv_module_source(DType::F64, 1), Error);
+  EXPECT_EQ(codegen::gemv_vector_width(DType::BF16), 8);
+  EXPECT_EQ(codegen::gemv_vector_width(DType::F32), 4);
+}
+
+TEST(Gemv, EnvironmentSwitch) {
+  EXPECT_EQ(read({}).gemv, GemvChoice::Measured);
+  EXPECT_EQ(read({{"LUMINAL_GEMV", "auto"}}).gemv, GemvChoice::Measured);
+  EXPECT_EQ(read({{"LUMINAL_GEMV", "cublaslt"}}).gemv, GemvChoice::Library);
+  const Config by_rule = read({{"LUMINAL_GEMV", "generated"}});
+  EXPECT_EQ(by_rule.gemv, GemvChoice::Generated);
+  EXPECT_EQ(by_rule.gemv_config, "");
+  const Config named = read({{"LUMINAL_GEMV", "generated:n1 k4 w1 u4"}});
+  EXPECT_EQ(named.gemv, GemvChoice::Generated);
+  EXPECT_EQ(named.gemv_config, "n1 k4 w1 u4");
+}
+
+TEST(Gemv, ModuleNamesEveryConfiguration) {
+  const std::string source = codegen::gemv_module_source(DType::BF16, 2);
+  EXPECT_NE(source.find("#define LM_GEMV_M 2\n#define LM_GEMV_DTYPE 2\n"), std::string::npos);
+  EXPECT_NE(codegen::gemv_module_source(DType::F16, 7).find("#define LM_GEMV_M 7\n#define LM_GEMV_DTYPE 1\n"),
+            std::string::npos);
+  for (const codegen::GemvConfig& config : codegen::gemv_configs(2)) {
+    EXPECT_NE(source.find(config.kernel_name() + "("), std::string::npos) << config.name();
+  }
+}
+
+#ifdef LUMINAL_HAVE_CUDA
+
+TEST(Gemv, VectorLoopOnlyForAlignedKContiguousOperands) {
+  const auto at = [](uintptr_t address) { return reinterpret_cast<const void*>(address); };
+  cuda::MatmulShape shape;
+  shape.dtype = DType::BF16;
+  shape.m = 2;
+  shape.n = 24;
+  shape.k = 64;
+  // x [2, 64] row-major; the weight an nn.Linear [24, 64] read transposed (k contiguous).
+  cuda::MatrixOperand a{at(256), 0, 64, 1}, b{at(512), 0, 1, 64};
+  EXPECT_TRUE(cuda::gemv_vectorizable(shape, a, b));
+  cuda::MatrixOperand misaligned = b;
+  misaligned.data = at(514);
+  EXPECT_FALSE(cuda::gemv_vectorizable(shape, a, misaligned));
+  cuda::MatrixOperand odd_rows = a;
+  odd_rows.row_stride = 66 + 1;  // rows 134 bytes apart
+  EXPECT_FALSE(cuda::gemv_vectorizable(shape, odd_rows, b));
+  cuda::MatrixOperand plain{at(512), 0, 24, 1};  // a [64, 24] weight: n contiguous
+  EXPECT_FALSE(cuda::gemv_vectorizable(shape, a, plain));
+  cuda::MatmulShape odd_k = shape;
+  odd_k.k = 63;
+  EXPECT_FALSE(cuda::gemv_vectorizable(odd_k, a, b));
+  cuda::MatmulShape one_row = shape;
+  one_row.m = 1;
+  EXPECT_TRUE(cuda::gemv_vectorizable(one_row, odd_rows, b));  // a's row stride is never taken
+
+  EXPECT_TRUE(cuda::generated_gemv_applies(shape));
+  cuda::MatmulShape tall = shape;
+  tall.m = 9;
+  EXPECT_FALSE(cuda::generated_gemv_applies(tall));
+  cuda::MatmulShape f64 = shape;
+  f64.dtype = DType::F64;
+  EXPECT_FALSE(cuda::generated_gemv_applies(f64));
+}
+
+// Every configuration's entry point, for each dtype and a few row counts, on sm_80 and sm_90.
+TEST(Gemv, ModulesCompileWithNvrtc) {
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+    for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{8}}) {
+      const std::string source = codegen::gemv_module_source(dtype, rows);
+      for (const char* arch : {"sm_80", "sm_90"}) {
+        for (const codegen::GemvConfig& config : codegen::gemv_configs(rows)) {
+          try {
+            EXPECT_GT(cuda::StandaloneKernel::check_compiles(source, config.kernel_name(), arch), 0u);
+          } catch (const Error& error) {
+            ADD_FAILURE() << dtype_name(dtype) << " rows " << rows << " " << arch << ": " << error.what();
+            return;
+          }
+        }
+      }
+    }
+  }
+}
+
+#endif
