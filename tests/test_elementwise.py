@@ -3,10 +3,12 @@ non-contiguous inputs, Python scalars."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
-from helpers import FLOAT_DTYPES, assert_raises_when_run, check, non_contiguous, rand
+from helpers import FLOAT_DTYPES, assert_raises_when_run, assert_same, capturing_backend, check, non_contiguous, rand
 
 SHAPES = [(7,), (3, 1, 5), (1,), (4, 33)]
 
@@ -237,3 +239,23 @@ def test_logical_not(device: str) -> None:
 def test_chained_elementwise_fuses_and_matches(device: str) -> None:
     a, b, c = (rand(16, 17, device=device) for _ in range(3))
     check(lambda x, y, z: torch.sigmoid(x * y + z) - torch.tanh(z) / (1 + x.abs()), a, b, c)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_large_elementwise_aligned_and_misaligned(dtype: torch.dtype, device: str) -> None:
+    """A large elementwise kernel (GELU of a matmul output plus a bias, SiLU times a gate) reads and
+    writes groups of consecutive elements with vectors where the pointers are aligned (the first
+    call) and element by element where an input starts one element into its storage (the second)."""
+    bias = rand(384, dtype=dtype, device=device)
+
+    def pointwise(x: torch.Tensor, gate: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.nn.functional.gelu(x + b), torch.nn.functional.silu(x) * gate
+
+    captured: list[Any] = []
+    compiled = torch.compile(pointwise, backend=capturing_backend(captured))
+    gate = rand(200, 384, dtype=dtype, device=device)
+    storage = rand(200 * 384 + 1, dtype=dtype, device=device)
+    for x in (rand(200, 384, dtype=dtype, device=device), storage[1:].view(200, 384)):
+        assert_same(compiled(x, gate, bias), pointwise(x, gate, bias), tolerance_scale=4)
+    group = 4 if dtype == torch.float32 else 8
+    assert any(f"lm_group * {group};" in graph.cuda_source() for graph in captured), "no vector path"

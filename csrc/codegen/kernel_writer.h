@@ -164,6 +164,7 @@ class KernelWriter {
                                               int width);
   std::optional<VectorFold> emit_row_vector_fold(const Expr& fold, int scope, const Combine& c, const std::string& acc);
   std::optional<VectorFold> emit_row_vector_loop(const Expr& body, int along, int root, const std::string& length);
+  std::optional<VectorFold> emit_elementwise_vector(int unroll);
 
   // ---- node kernels (node_kernels.cpp) ----
   std::string accumulate_code(const std::string& target, const std::string& value) const;

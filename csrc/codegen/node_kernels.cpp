@@ -135,13 +135,20 @@ std::string KernelWriter::elementwise_body() {
   LUMINAL_CHECK(at != std::string::npos, "internal error: no innermost coordinate in the unrolled kernel of ", node_.origin);
   coordinates.replace(at, inner.size(), "const lm_i64 lm_group = ");
   out << coordinates;
+  // The group with vector loads and one vector store where the pointers are aligned at run time.
+  const std::optional<VectorFold> vector = emit_elementwise_vector(unroll);
+  if (vector) {
+    out << "    if (" << vector->condition << ") {\n" << vector->code << "    } else {\n";
+  }
   out << "#pragma unroll\n";
   out << "    for (int lm_u = 0; lm_u < " << unroll << "; ++lm_u) {\n";
   out << "    const lm_i64 i" << last << " = lm_group * " << unroll << " + lm_u;\n";
   out << "    bool lm_ok = true; (void)lm_ok;\n";
   out << scopes_[root]->code.str();
   out << "    p.out[lm_flat * " << unroll << " + lm_u] = " << store_code(result) << ";\n";
-  out << "    }\n  }\n}\n";
+  out << "    }\n";
+  if (vector) out << "    }\n";
+  out << "  }\n}\n";
   return out.str();
 }
 

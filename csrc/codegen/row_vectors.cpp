@@ -170,4 +170,43 @@ std::optional<KernelWriter::VectorFold> KernelWriter::emit_row_vector_loop(const
   return vector;
 }
 
+// An unrolled elementwise kernel's group of `unroll` consecutive elements with vectors: the body
+// once per element, its innermost coordinate the reduce variable `along` (r<along> = the group's
+// first element), the qualifying loads read as vectors and the group stored with one vector store.
+// Emitted in its own root scope (what does not vary along the group is computed once per group);
+// nullopt when a group's outputs exceed 16 bytes.
+std::optional<KernelWriter::VectorFold> KernelWriter::emit_elementwise_vector(int unroll) {
+  const size_t out_bytes = dtype_size(node_.dtype) * unroll;
+  if (unroll < 2 || out_bytes > 16 || node_.shape.empty()) return std::nullopt;
+  const size_t last = node_.rank() - 1;
+  const int along = std::max(ir::max_reduce_var(node_.body) + 1, 0);
+  const Expr element_var = ir::reduce_var(along);
+  const Expr body = ir::transform(node_.body, [&](const Expr& e, const std::vector<Expr>&) -> Expr {
+    return e->op == ExprOp::LoopVar && e->index == static_cast<int>(last) ? element_var : nullptr;
+  });
+  if (ranges_->reduce_extents.size() <= static_cast<size_t>(along)) ranges_->reduce_extents.resize(along + 1);
+  ranges_->reduce_extents[along] = node_.shape[last];
+  const std::vector<Expr> loads = row_vector_loads(body, along, unroll);
+  VectorFold vector;
+  vector.condition = str_cat("(((unsigned long long)p.out) & ", out_bytes - 1, "ull) == 0ull");
+  if (!loads.empty()) vector.condition += " && " + row_vector_condition(loads, unroll);
+  const int root = open_scope(-1, {}, false);
+  scopes_[root]->indent = 6;
+  const int loop = open_scope(root, {}, false);
+  const std::vector<RowCopy> copies = emit_row_vector_copies(body, along, loop, loads, unroll);
+  std::ostringstream code;
+  code << "      const lm_i64 r" << along << " = lm_group * " << unroll << ";\n";
+  code << "      bool lm_ok = true; (void)lm_ok;\n";
+  code << scopes_[root]->code.str() << scopes_[loop]->code.str();
+  for (const RowCopy& copy : copies) code << scopes_[copy.scope]->code.str();
+  const char* storage = storage_type(node_.dtype);
+  code << "      alignas(16) " << storage << " lm_o[" << unroll << "];\n";
+  for (int j = 0; j < unroll; ++j) code << "      lm_o[" << j << "] = " << store_code(copies[j].value) << ";\n";
+  const char* type = vector_type(out_bytes);
+  code << "      *reinterpret_cast<" << type << "*>(p.out + lm_flat * " << unroll << ") = *reinterpret_cast<const "
+       << type << "*>(lm_o);\n";
+  vector.code = code.str();
+  return vector;
+}
+
 }  // namespace luminal::codegen::detail

@@ -355,7 +355,10 @@ KernelSchedule choose_schedule(const Node& node, const std::vector<OperandInfo>&
       const std::optional<int64_t> elements = ir::as_int_const(ir::simplify(ir::product(node.shape), {}));
       if (s.mapping == Mapping::Elementwise && !has_top_level_fold(node.body, 0) &&
           unroll_fits(node, kElementwiseUnroll) && elements && *elements >= kUnrollMinElements) {
-        s.unroll = kElementwiseUnroll;
+        // 16 bytes of 2-byte elements per thread where every dtype is that narrow (codegen reads
+        // and writes a group with vectors where the pointers are aligned).
+        const bool narrow = row_vector_width(node, operands) == 8 && unroll_fits(node, 8);
+        s.unroll = narrow ? 8 : kElementwiseUnroll;
       }
     }
   }
@@ -388,7 +391,7 @@ std::vector<KernelSchedule> candidate_schedules(const Node& node, const std::vec
     for (const int width : {1, kFloat4}) {
       if (width == kFloat4 && !float4) continue;
       for (const int block : {kNodeBlock, 128, 512}) {
-        for (const int unroll : {1, 2, kElementwiseUnroll}) {
+        for (const int unroll : {1, 2, kElementwiseUnroll, 8}) {
           if (unroll != 1 && (mapping.mapping != Mapping::Elementwise || !unroll_fits(node, unroll))) continue;
           for (const int row_vector : {1, row_vector_width(node, operands)}) {
             if (row_vector != 1 && mapping.mapping != Mapping::WarpPerRow) continue;

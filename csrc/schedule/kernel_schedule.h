@@ -120,7 +120,10 @@ class ScheduleError : public Error {
 //     static length >= 64, else Elementwise;
 //   vector width 4 when some fold the kernel renders qualifies for a float4 loop;
 //   unroll 4 for an elementwise node without folds whose innermost dimension is a static multiple
-//   of 4 and that has at least kUnrollMinElements elements.
+//   of 4 and that has at least kUnrollMinElements elements; 8 where every dtype it loads and
+//   stores is 2 bytes or narrower and the innermost dimension a multiple of 8 (codegen reads and
+//   writes the group with vectors of up to 16 bytes where the pointers are aligned);
+//   WarpPerRow: row_vector = row_vector_width.
 KernelSchedule choose_schedule(const ir::Node& node, const std::vector<OperandInfo>& operands);
 // The schedule of a row kernel (codegen::generate_row_kernel).
 KernelSchedule choose_row_schedule();
