@@ -35,11 +35,9 @@ Layer: beside backend, above fallback (export -> compiled -> export_cache -> fal
 from __future__ import annotations
 
 import inspect
-import io
 import json
 import os
 import re
-import stat
 import threading
 import warnings
 import weakref
@@ -52,12 +50,13 @@ from typing import Any, cast
 import torch
 import torch.utils._pytree as pytree
 
-from luminal import _C, pt2
+from luminal import _C, package_files, pt2
 from luminal._C import LuminalError, LuminalInputsOverlapError
 from luminal.compiled import CompiledFunction, compile_exported
 from luminal.decompositions import decomposition_table
 from luminal.export import _EXPORT_OPTIONS, CallLayout, ExportedGraph, _luminal_export, _serialize, output_spec
 from luminal.fallback import compile_partly
+from luminal.package_files import PREFIX
 from luminal.policy import (
     EagerPath,
     LuminalWarning,
@@ -73,14 +72,6 @@ __all__ = ["LuminalModule", "compile", "export_count", "load"]
 
 _FORMAT = "luminal-module 2"
 _FORMAT_TORCH_STATE = "luminal-module 1"  # older packages: the state as state.pt (torch.save)
-_PREFIX = "luminal_module/"
-_STATE_FORMAT = "luminal-state 1"
-# The dtypes a package's state may hold: the core's (csrc/common/dtype.h), by torch's name.
-_STATE_DTYPES = {
-    str(dtype).removeprefix("torch."): dtype
-    for dtype in (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
-                  torch.bfloat16, torch.float32, torch.float64)
-}  # fmt: skip
 
 _count_lock = threading.Lock()
 _exports = 0
@@ -567,114 +558,24 @@ class LuminalModule:
         meta = asdict(self._layout)
         meta["format"] = _FORMAT
         meta["torch"] = torch.__version__
-        state_index, state_entries = _encode_state(self._layout.state_names, self._state)
-        entries = _cache_entries(self._journal_start)
+        state_index, state_entries = package_files.encode_state(self._layout.state_names, self._state)
+        entries = package_files.cache_entries(self._journal_start)
         meta["cache_entries"] = sorted(entries)
         target = Path(path)
         temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         try:
             with zipfile.ZipFile(temporary, "w", zipfile.ZIP_STORED) as package:
-                package.writestr(_PREFIX + "format", _FORMAT)
-                package.writestr(_PREFIX + "meta.json", json.dumps(meta, indent=1))
-                package.writestr(_PREFIX + "program.pt2", self._archive)
-                package.writestr(_PREFIX + "state.json", json.dumps(state_index, indent=1))
+                package.writestr(PREFIX + "format", _FORMAT)
+                package.writestr(PREFIX + "meta.json", json.dumps(meta, indent=1))
+                package.writestr(PREFIX + "program.pt2", self._archive)
+                package.writestr(PREFIX + "state.json", json.dumps(state_index, indent=1))
                 for name, data in state_entries.items():
-                    package.writestr(_PREFIX + name, data)
+                    package.writestr(PREFIX + name, data)
                 for relative, data in entries.items():
-                    package.writestr(_PREFIX + "cache/" + relative, data)
+                    package.writestr(PREFIX + "cache/" + relative, data)
             os.replace(temporary, target)
         finally:
             temporary.unlink(missing_ok=True)
-
-
-def _storage_extent(tensor: torch.Tensor) -> int:
-    """How many elements a tensor's strides reach from its first element (0 when it has none)."""
-    if tensor.numel() == 0:
-        return 0
-    return 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True))
-
-
-def _encode_state(names: Sequence[str], tensors: Sequence[torch.Tensor]) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """state.json and the state/<k>.bin entries: each tensor's bytes from its first element over
-    what its strides reach, so that the layout (and the program's choices that depend on it) is
-    kept as bound."""
-    index: list[dict[str, Any]] = []
-    entries: dict[str, bytes] = {}
-    for k, (name, tensor) in enumerate(zip(names, tensors, strict=True)):
-        dtype = str(tensor.dtype).removeprefix("torch.")
-        if dtype not in _STATE_DTYPES:
-            raise LuminalError(
-                f"luminal.compile: state tensor '{name}' has dtype {tensor.dtype}, which a package cannot hold"
-            )
-        flat = torch.as_strided(tensor.detach(), (_storage_extent(tensor),), (1,), tensor.storage_offset())
-        data = flat.cpu().contiguous().view(torch.uint8).numpy().tobytes()
-        entry = f"state/{k}.bin"
-        entries[entry] = data
-        index.append(
-            {"name": name, "dtype": dtype, "sizes": list(tensor.shape), "strides": list(tensor.stride()),
-             "entry": entry, "nbytes": len(data)}
-        )  # fmt: skip
-    return {"format": _STATE_FORMAT, "tensors": index}, entries
-
-
-def _decode_state(package: zipfile.ZipFile, path: str | os.PathLike[str], layout: _Layout) -> list[torch.Tensor]:
-    """The state of a package of format 2, checked against the package's own specs, on each spec's device."""
-    index = json.loads(package.read(_PREFIX + "state.json"))
-    tensors = index.get("tensors") if isinstance(index, dict) else None
-    if not isinstance(tensors, list) or index.get("format") != _STATE_FORMAT:
-        raise LuminalError(f"{path}: state.json is not a {_STATE_FORMAT!r} index")
-    names = [t.get("name") if isinstance(t, dict) else None for t in tensors]
-    if names != list(layout.state_names):
-        raise LuminalError(f"{path}: the package's state holds {names}, expected {list(layout.state_names)}")
-    state = []
-    for record, spec in zip(tensors, layout.state_specs, strict=True):
-        dtype = _STATE_DTYPES.get(record.get("dtype"))
-        sizes, strides = record.get("sizes"), record.get("strides")
-        if (
-            dtype is None
-            or str(dtype) != spec.dtype
-            or not isinstance(sizes, list)
-            or not isinstance(strides, list)
-            or len(sizes) != len(strides)
-            or tuple(sizes) != spec.shape
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in sizes + strides)
-        ):
-            raise LuminalError(
-                f"{path}: state tensor {record.get('name')!r} does not match {spec.describe()}: {record}"
-            )
-        entry = record.get("entry")
-        if not isinstance(entry, str) or not re.fullmatch(r"state/[0-9]+\.bin", entry):
-            raise LuminalError(f"{path}: state tensor {record['name']!r} names the entry {entry!r}")
-        data = package.read(_PREFIX + entry)
-        extent = 0 if 0 in sizes else 1 + sum((n - 1) * s for n, s in zip(sizes, strides, strict=True))
-        if len(data) != extent * dtype.itemsize:
-            raise LuminalError(
-                f"{path}: state tensor {record['name']!r} ({spec.describe()}, strides {strides}) needs "
-                f"{extent * dtype.itemsize} bytes, its entry holds {len(data)}"
-            )
-        flat = torch.frombuffer(bytearray(data), dtype=dtype) if data else torch.empty(0, dtype=dtype)
-        state.append(torch.as_strided(flat.to(spec.device), sizes, strides))
-    return state
-
-
-def _cache_entries(journal_start: int) -> dict[str, bytes]:
-    """The on-disk cache entries (relative path -> file bytes) used since `journal_start`."""
-    root = _C.cache_directory()
-    if not root:
-        return {}
-    entries: dict[str, bytes] = {}
-    for path, _ in _C.cache_journal_since(journal_start):
-        relative = os.path.relpath(path, root)
-        if relative.startswith("..") or not _SAFE_RELATIVE.fullmatch(relative):
-            continue
-        try:
-            entries[relative] = Path(path).read_bytes()
-        except OSError:
-            continue  # evicted since: the loaded module builds it again
-    return entries
-
-
-_SAFE_RELATIVE = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -818,27 +719,27 @@ def load(
     A package's compiled kernels and tuned choices are installed into the cache directory (see the
     README's threat model: load packages only from trusted sources); with
     ``install_cache_entries=False`` they are ignored, and the first call compiles and measures."""
-    opened = _open_package(path)
+    opened = package_files.open_package(path)
     if opened is None:
         return pt2.load(path, max_archive_bytes)
     with opened as package:
         total = sum(info.file_size for info in package.infolist())
         if max_archive_bytes is not None and total > max_archive_bytes:
             raise LuminalError(f"{path}: the package holds {total} bytes, over max_archive_bytes={max_archive_bytes}")
-        meta = json.loads(package.read(_PREFIX + "meta.json"))
+        meta = json.loads(package.read(PREFIX + "meta.json"))
         if meta.get("format") not in (_FORMAT, _FORMAT_TORCH_STATE):
             raise LuminalError(
                 f"{path}: package format {meta.get('format')!r}, this luminal reads {_FORMAT!r} and "
                 f"{_FORMAT_TORCH_STATE!r}"
             )
         layout = _layout_from(meta)
-        archive = package.read(_PREFIX + "program.pt2")
+        archive = package.read(PREFIX + "program.pt2")
         if meta["format"] == _FORMAT:
-            state = _decode_state(package, path, layout)
+            state = package_files.decode_state(package, path, layout.state_names, layout.state_specs)
         else:
-            state = _torch_state(package.read(_PREFIX + "state.pt"), path, layout)
+            state = package_files.torch_state(package.read(PREFIX + "state.pt"), path, layout.state_names)
         if install_cache_entries:
-            _install_cache_entries(package, meta.get("cache_entries", []))
+            package_files.install_cache_entries(package, meta.get("cache_entries", []))
     options = parse_options(layout.options)
     exported = ExportedGraph(
         archive=archive,
@@ -849,15 +750,6 @@ def load(
     journal_start = _C.cache_journal_size()
     function = compile_exported(exported, options.megakernel)
     return LuminalModule(function, layout, state, None, None, archive, journal_start, True, 0)
-
-
-def _torch_state(state_bytes: bytes, path: str | os.PathLike[str], layout: _Layout) -> list[torch.Tensor]:
-    """The state of a package of format 1 (torch.save, loaded with weights_only)."""
-    saved = torch.load(io.BytesIO(state_bytes), weights_only=True)
-    missing = [name for name in layout.state_names if name not in saved]
-    if missing:
-        raise LuminalError(f"{path}: the package's state lacks {missing}")
-    return [saved[name] for name in layout.state_names]
 
 
 def _layout_from(meta: dict[str, Any]) -> _Layout:
@@ -876,71 +768,3 @@ def _layout_from(meta: dict[str, Any]) -> _Layout:
 
 def _spec_from(fields: dict[str, Any]) -> TensorSpec:
     return TensorSpec(fields["name"], fields["dtype"], tuple(fields["shape"]), fields["device"])
-
-
-def _open_package(path: str | os.PathLike[str]) -> zipfile.ZipFile | None:
-    """The package at `path`, or None when it is no package (pt2.load then reports what is wrong
-    with the file). Only a regular file is read: opened without blocking (a FIFO waits for no
-    writer) and examined on the open descriptor, so nothing can be swapped in between."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        regular = stat.S_ISREG(os.fstat(descriptor).st_mode)
-    except OSError:
-        regular = False
-    if not regular:
-        os.close(descriptor)
-        return None
-    file = os.fdopen(descriptor, "rb")
-    try:
-        if not zipfile.is_zipfile(file):
-            file.close()
-            return None
-        package = zipfile.ZipFile(file)
-    except (OSError, zipfile.BadZipFile):
-        file.close()
-        return None
-    if _PREFIX + "format" not in package.namelist():
-        package.close()
-        file.close()
-        return None
-    return _OwningZipFile(package, file)
-
-
-class _OwningZipFile:
-    """A ZipFile with the file it reads, closed together (ZipFile leaves a given file open)."""
-
-    def __init__(self, package: zipfile.ZipFile, file: Any) -> None:
-        self.package = package
-        self.file = file
-
-    def __enter__(self) -> zipfile.ZipFile:
-        return self.package
-
-    def __exit__(self, *exc: object) -> None:
-        self.package.close()
-        self.file.close()
-
-
-def _install_cache_entries(package: zipfile.ZipFile, entries: list[str]) -> None:
-    """Puts the package's cache entries into this machine's cache (never over an existing file):
-    the compile then finds its kernels and choices there. Caching off: nothing is installed."""
-    root = _C.cache_directory()
-    if not root:
-        return
-    for relative in entries:
-        if not isinstance(relative, str) or not _SAFE_RELATIVE.fullmatch(relative) or ".." in relative.split("/"):
-            raise LuminalError(f"the package names a cache entry {relative!r} outside the cache")
-        target = Path(root) / relative
-        if target.exists():
-            continue
-        data = package.read(_PREFIX + "cache/" + relative)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
-            temporary.write_bytes(data)
-            os.replace(temporary, target)
-        except OSError:
-            temporary.unlink(missing_ok=True)  # the compile builds the entry again
