@@ -149,6 +149,7 @@ class KernelWriter {
 
   // ---- vectorized folds and fold groups (vector_folds.cpp) ----
   std::string vector_load_condition(const Expr& load);
+  std::string vector_offset(const Expr& load, const std::string& first, int scope);
   std::optional<VectorFold> emit_vector_fold(const Expr& fold, int scope, const Combine& c, const std::string& acc);
   static std::vector<Expr> unconditional_folds(const Expr& root);
   void emit_fold_groups(const std::vector<std::vector<Expr>>& groups, int scope);

@@ -96,13 +96,7 @@ std::vector<KernelWriter::RowCopy> KernelWriter::emit_row_vector_copies(const Ex
   for (const Expr& load : loads) {
     const OperandInfo& op = operands_.at(load->index);
     const size_t bytes = dtype_size(op.dtype) * width;
-    const std::vector<std::string> strides = operand_strides(load->index);
-    const size_t last = load->load_rank() - 1;
-    std::string offset = r;
-    for (size_t d = 0; d < last; ++d) {
-      const std::string index = emit(load->args[d], loop);
-      offset += str_cat(" + ", index, strides[d] == "1LL" ? "" : str_cat(" * ", strides[d]));
-    }
+    const std::string offset = vector_offset(load, r, loop);
     vectors.push_back(fresh());
     // lm_ok: an index check that failed (the kernel reports it) must not read out of bounds.
     line(loop, str_cat("const ", vector_type(bytes), " ", vectors.back(), " = lm_ok ? *reinterpret_cast<const ",

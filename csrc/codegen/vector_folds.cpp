@@ -33,6 +33,18 @@ std::string KernelWriter::vector_load_condition(const Expr& load) {
   return condition;
 }
 
+// The element offset of a vector read by `load` whose innermost index starts at `first`: the outer
+// indices (emitted from `scope`; they do not vary along the vector) times their strides.
+std::string KernelWriter::vector_offset(const Expr& load, const std::string& first, int scope) {
+  const std::vector<std::string> strides = operand_strides(load->index);
+  std::string offset = first;
+  for (size_t d = 0; d + 1 < load->load_rank(); ++d) {
+    const std::string index = emit(load->args[d], scope);
+    offset += str_cat(" + ", index, strides[d] == "1LL" ? "" : str_cat(" * ", strides[d]));
+  }
+  return offset;
+}
+
 std::optional<KernelWriter::VectorFold> KernelWriter::emit_vector_fold(const Expr& fold, int scope, const Combine& c, const std::string& acc) {
   const std::optional<std::vector<Expr>> qualifying = schedule::float4_fold_loads(fold, operands_);
   if (!qualifying) return std::nullopt;
@@ -51,13 +63,7 @@ std::optional<KernelWriter::VectorFold> KernelWriter::emit_vector_fold(const Exp
   const std::string r = str_cat("r", var);
   std::vector<std::string> vectors;
   for (const Expr& load : loads) {
-    const std::vector<std::string> strides = operand_strides(load->index);
-    const size_t last = load->load_rank() - 1;
-    std::string offset = r;
-    for (size_t d = 0; d < last; ++d) {
-      const std::string index = emit(load->args[d], loop);
-      offset += str_cat(" + ", index, strides[d] == "1LL" ? "" : str_cat(" * ", strides[d]));
-    }
+    const std::string offset = vector_offset(load, r, loop);
     const std::string pointer = operand_pointer(load->index);
     vectors.push_back(fresh());
     line(loop, str_cat("const float4 ", vectors.back(), " = lm_ok ? *reinterpret_cast<const float4*>(", pointer, " + (",

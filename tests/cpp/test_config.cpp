@@ -6,24 +6,11 @@
 #include <string>
 
 #include "common/config.h"
+#include "config_helpers.h"
 
 using namespace luminal;
 
-namespace {
-
-std::map<std::string, std::string> fake_environment;
-
-const char* fake_lookup(const char* name) {
-  const auto it = fake_environment.find(name);
-  return it == fake_environment.end() ? nullptr : it->second.c_str();
-}
-
-Config read(std::map<std::string, std::string> environment) {
-  fake_environment = std::move(environment);
-  return read_config(fake_lookup);
-}
-
-}  // namespace
+using luminal::test::read;
 
 TEST(Config, UnsetMeansDefaults) {
   const Config c = read({});

@@ -9,6 +9,7 @@
 #include "codegen/gemv.h"
 #include "common/config.h"
 #include "common/error.h"
+#include "config_helpers.h"
 #ifdef LUMINAL_HAVE_CUDA
 #include "runtime/cuda/gemv.h"
 #include "runtime/cuda/standalone_kernel.h"
@@ -16,21 +17,7 @@
 
 using namespace luminal;
 
-namespace {
-
-std::map<std::string, std::string> fake_environment;
-
-const char* fake_lookup(const char* name) {
-  const auto it = fake_environment.find(name);
-  return it == fake_environment.end() ? nullptr : it->second.c_str();
-}
-
-Config read(std::map<std::string, std::string> environment) {
-  fake_environment = std::move(environment);
-  return read_config(fake_lookup);
-}
-
-}  // namespace
+using luminal::test::read;
 
 TEST(Gemv, ConfigurationNamesRoundTrip) {
   for (int64_t rows = 1; rows <= codegen::kGemvMaxRows; ++rows) {
