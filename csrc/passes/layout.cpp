@@ -391,31 +391,14 @@ Expr relayout(const Expr& root, const Order& inv, const std::map<int, Order>& st
 
 // A pointwise node copying `source` (stored in logical order) into `order`.
 Node stored_copy(const Node& source, NodeId source_id, const Order& order, const std::string& why) {
-  Node copy;
-  copy.kind = NodeKind::Pointwise;
-  copy.dtype = source.dtype;
-  const Order inv = inverse(order);
-  std::vector<Expr> index;
-  for (size_t d = 0; d < source.rank(); ++d) index.push_back(ir::loop_var(inv[d]));
-  for (int d : order) copy.shape.push_back(source.shape[d]);
-  copy.inputs = {source_id};
-  copy.body = ir::load(0, source.dtype, std::move(index));
-  copy.origin = why;
-  return copy;
+  ir::Shape shape;
+  for (int d : order) shape.push_back(source.shape[d]);
+  return permuted_read(source.dtype, std::move(shape), source_id, inverse(order), why);
 }
 
 // The logical view of a node stored in `order`: X[i...] = X'[i_order[0], ...].
 Node logical_view(const Node& logical, NodeId stored_id, const Order& order) {
-  Node view;
-  view.kind = NodeKind::Pointwise;
-  view.dtype = logical.dtype;
-  view.shape = logical.shape;
-  view.inputs = {stored_id};
-  std::vector<Expr> index;
-  for (int d : order) index.push_back(ir::loop_var(d));
-  view.body = ir::load(0, logical.dtype, std::move(index));
-  view.origin = logical.origin;
-  return view;
+  return permuted_read(logical.dtype, logical.shape, stored_id, order, logical.origin);
 }
 
 class Rewriter {

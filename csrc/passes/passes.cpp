@@ -276,22 +276,33 @@ Graph eliminate_dead_code(const Graph& graph) {
   return out;
 }
 
+Node permuted_read(DType dtype, ir::Shape shape, NodeId source_id, const std::vector<int>& index_vars,
+                   std::string origin) {
+  Node read;
+  read.kind = NodeKind::Pointwise;
+  read.dtype = dtype;
+  read.shape = std::move(shape);
+  read.inputs = {source_id};
+  std::vector<Expr> index;
+  for (int d : index_vars) index.push_back(ir::loop_var(d));
+  read.body = ir::load(0, dtype, std::move(index));
+  read.origin = std::move(origin);
+  return read;
+}
+
+Node identity_copy(const Node& source, NodeId source_id, const std::string& why) {
+  std::vector<int> in_order(source.rank());
+  for (size_t d = 0; d < in_order.size(); ++d) in_order[d] = static_cast<int>(d);
+  return permuted_read(source.dtype, source.shape, source_id, in_order, why);
+}
+
 void materialize_outputs(Graph& graph) {
   std::unordered_set<NodeId> claimed;
   for (ir::GraphOutput& out : graph.outputs) {
     if (out.kind != ir::GraphOutput::Kind::Tensor) continue;
     const Node& node = graph.node(out.node);
     if (node.is_compute() && claimed.insert(node.id).second) continue;
-    Node copy;
-    copy.kind = NodeKind::Pointwise;
-    copy.dtype = node.dtype;
-    copy.shape = node.shape;
-    copy.inputs = {node.id};
-    std::vector<Expr> index;
-    for (size_t d = 0; d < node.rank(); ++d) index.push_back(ir::loop_var(static_cast<int>(d)));
-    copy.body = ir::load(0, node.dtype, std::move(index));
-    copy.origin = str_cat("copy of output '", out.name, "'");
-    out.node = graph.add(std::move(copy));
+    out.node = graph.add(identity_copy(node, node.id, str_cat("copy of output '", out.name, "'")));
     claimed.insert(out.node);
   }
 }

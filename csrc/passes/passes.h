@@ -2,6 +2,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "ir/graph.h"
@@ -74,6 +75,15 @@ void fuse_matmul_epilogues(ir::Graph& graph);
 // Makes every tensor output a distinct compute node, so it can be written straight into the
 // caller's output tensor (copies are inserted for outputs that are inputs, constants, or repeated).
 void materialize_outputs(ir::Graph& graph);
+
+// A pointwise node of `dtype` and `shape` that reads its one input (node `source_id`) at
+// [i<index_vars[0]>, i<index_vars[1]>, ...]: a copy when index_vars is 0, 1, ..., else the input
+// with its dimensions permuted. `origin` names it in messages and profiles.
+ir::Node permuted_read(DType dtype, ir::Shape shape, ir::NodeId source_id, const std::vector<int>& index_vars,
+                       std::string origin);
+
+// A pointwise node copying `source` (node `source_id`) element by element; `why` is its origin.
+ir::Node identity_copy(const ir::Node& source, ir::NodeId source_id, const std::string& why);
 
 // Number of arithmetic operations in a body (loads, index math and casts excluded).
 int arithmetic_op_count(const ir::Expr& body);

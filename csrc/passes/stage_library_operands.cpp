@@ -13,19 +13,6 @@ using ir::Node;
 using ir::NodeId;
 using ir::NodeKind;
 
-Node identity_copy(const Node& source, NodeId source_id, const std::string& why) {
-  Node copy;
-  copy.kind = NodeKind::Pointwise;
-  copy.dtype = source.dtype;
-  copy.shape = source.shape;
-  copy.inputs = {source_id};
-  std::vector<Expr> index;
-  for (size_t d = 0; d < source.rank(); ++d) index.push_back(ir::loop_var(static_cast<int>(d)));
-  copy.body = ir::load(0, source.dtype, std::move(index));
-  copy.origin = why;
-  return copy;
-}
-
 namespace {
 
 // A view that repeats rows or columns of its base (expand of a [1, k] parameter: stride 0 in a

@@ -22,7 +22,4 @@ struct StagedGraph {
 
 StagedGraph stage_library_operands(const ir::Graph& graph);
 
-// A pointwise node copying `source` (node `source_id`) element by element; `why` is its origin.
-ir::Node identity_copy(const ir::Node& source, ir::NodeId source_id, const std::string& why);
-
 }  // namespace luminal::passes

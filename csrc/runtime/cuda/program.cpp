@@ -1,6 +1,7 @@
 #include "runtime/cuda/program.h"
 
 #include "common/error.h"
+#include "passes/passes.h"
 #include "passes/stage_library_operands.h"
 
 namespace luminal::runtime::gpu {
