@@ -172,6 +172,7 @@ class KernelWriter {
   std::string elementwise_body();
   std::string row_body();
   ir::Shape row_shape() const;  // the node's shape without its innermost dimension
+  Expr innermost_as_reduce_var(int& along);
   static ir::Shape piece_shape_of(const Node& node, const passes::PointwisePiece& piece);
   ir::Shape piece_shape(const passes::PointwisePiece& piece) const { return piece_shape_of(node_, piece); }
   std::string pieces_body(const std::vector<passes::PointwisePiece>& pieces);

@@ -152,6 +152,20 @@ std::string KernelWriter::elementwise_body() {
   return out.str();
 }
 
+// The node's body with its innermost loop variable replaced by a fresh reduce variable (`along`),
+// whose range, the innermost extent, joins the index ranges (set_index_ranges first): the loop
+// along the row of a warp per row, the group of an unrolled elementwise kernel.
+Expr KernelWriter::innermost_as_reduce_var(int& along) {
+  const size_t last = node_.rank() - 1;
+  along = std::max(ir::max_reduce_var(node_.body) + 1, 0);
+  const Expr element_var = ir::reduce_var(along);
+  if (ranges_->reduce_extents.size() <= static_cast<size_t>(along)) ranges_->reduce_extents.resize(along + 1);
+  ranges_->reduce_extents[along] = node_.shape[last];
+  return ir::transform(node_.body, [&](const Expr& e, const std::vector<Expr>&) -> Expr {
+    return e->op == ExprOp::LoopVar && e->index == static_cast<int>(last) ? element_var : nullptr;
+  });
+}
+
 ir::Shape KernelWriter::row_shape() const { return ir::Shape(node_.shape.begin(), node_.shape.end() - 1); }
 
 // A warp per row: the innermost loop variable becomes a fresh reduce variable bound by the loop
@@ -161,17 +175,12 @@ ir::Shape KernelWriter::row_shape() const { return ir::Shape(node_.shape.begin()
 std::string KernelWriter::row_body() {
   LUMINAL_CHECK(node_.rank() > 0, "internal error: a warp per row of the rank-0 node ", node_.origin);
   const size_t last = node_.rank() - 1;
-  const int along = std::max(ir::max_reduce_var(node_.body) + 1, 0);
-  const Expr element_var = ir::reduce_var(along);
-  const Expr body = ir::transform(node_.body, [&](const Expr& e, const std::vector<Expr>&) -> Expr {
-    return e->op == ExprOp::LoopVar && e->index == static_cast<int>(last) ? element_var : nullptr;
-  });
   const int root = open_scope(-1, {}, false);
   set_index_ranges(node_.shape);
-  if (ranges_->reduce_extents.size() <= static_cast<size_t>(along)) ranges_->reduce_extents.resize(along + 1);
-  ranges_->reduce_extents[along] = node_.shape[last];
+  int along = 0;
+  const Expr body = innermost_as_reduce_var(along);
   const int element = open_scope(root, {along}, false);
-  scopes_[element]->names.emplace(element_var, str_cat("r", along));
+  scopes_[element]->names.emplace(ir::reduce_var(along), str_cat("r", along));
   const std::string result = emit(body, element);
   const std::string length = shape_code(node_.shape[last]);
   const std::optional<VectorFold> vector = emit_row_vector_loop(body, along, root, length);

@@ -172,14 +172,8 @@ std::optional<KernelWriter::VectorFold> KernelWriter::emit_row_vector_loop(const
 std::optional<KernelWriter::VectorFold> KernelWriter::emit_elementwise_vector(int unroll) {
   const size_t out_bytes = dtype_size(node_.dtype) * unroll;
   if (unroll < 2 || out_bytes > 16 || node_.shape.empty()) return std::nullopt;
-  const size_t last = node_.rank() - 1;
-  const int along = std::max(ir::max_reduce_var(node_.body) + 1, 0);
-  const Expr element_var = ir::reduce_var(along);
-  const Expr body = ir::transform(node_.body, [&](const Expr& e, const std::vector<Expr>&) -> Expr {
-    return e->op == ExprOp::LoopVar && e->index == static_cast<int>(last) ? element_var : nullptr;
-  });
-  if (ranges_->reduce_extents.size() <= static_cast<size_t>(along)) ranges_->reduce_extents.resize(along + 1);
-  ranges_->reduce_extents[along] = node_.shape[last];
+  int along = 0;
+  const Expr body = innermost_as_reduce_var(along);
   const std::vector<Expr> loads = row_vector_loads(body, along, unroll);
   VectorFold vector;
   vector.condition = str_cat("(((unsigned long long)p.out) & ", out_bytes - 1, "ull) == 0ull");
