@@ -386,6 +386,7 @@ std::vector<KernelSchedule> candidate_schedules(const Node& node, const std::vec
     if (has_top_level_fold(node.body, 0)) mappings.push_back(with_mapping(Mapping::WarpPerOutput));
     if (node.rank() > 0) mappings.push_back(with_mapping(Mapping::WarpPerRow));
   }
+  const int widest_row_vector = row_vector_width(node, operands);
   for (const KernelSchedule& mapping : mappings) {
     const bool float4 = has_float4_fold(rendered_bodies(node, mapping.mapping), operands);
     for (const int width : {1, kFloat4}) {
@@ -393,7 +394,7 @@ std::vector<KernelSchedule> candidate_schedules(const Node& node, const std::vec
       for (const int block : {kNodeBlock, 128, 512}) {
         for (const int unroll : {1, 2, kElementwiseUnroll, 8}) {
           if (unroll != 1 && (mapping.mapping != Mapping::Elementwise || !unroll_fits(node, unroll))) continue;
-          for (const int row_vector : {1, row_vector_width(node, operands)}) {
+          for (const int row_vector : {1, widest_row_vector}) {
             if (row_vector != 1 && mapping.mapping != Mapping::WarpPerRow) continue;
             KernelSchedule s = mapping;
             s.vector_width = width;
