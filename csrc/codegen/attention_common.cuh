@@ -63,8 +63,8 @@ __device__ __forceinline__ void LM_KERNEL_stage(T (*tile)[PITCH], const T* base,
 // accumulator layout: element c of block n is row lm_quad + 8 (c >> 1), key 8n + pair + (c & 1)).
 // Scales into log2 units (exp2 below), drops keys past `keys`, above the diagonal (causal) or
 // masked, updates each row's running max m and sum l, rescales the output accumulators o, and
-// leaves the tile's unnormalized probabilities in s. Tiles inside the bounds, below the diagonal
-// and without a mask take the short path.
+// leaves the tile's unnormalized probabilities in s; l is this thread's part of each row's sum.
+// Tiles inside the bounds, below the diagonal and without a mask take the short path.
 template <int NS, int NO>
 __device__ __forceinline__ void LM_KERNEL_online_softmax(const LM_KERNEL_params& p, float (&s)[NS][4], float (&m)[2],
                                                          float (&l)[2], float (&o)[NO][4], lm_i64 k0, int keys,
@@ -137,12 +137,10 @@ __device__ __forceinline__ void LM_KERNEL_online_softmax(const LM_KERNEL_params&
       sum[half] += pv;
     }
   }
+  // l stays this thread's share of the row sum (its keys only): the quad's four threads apply
+  // the same corrections, so the kernels add the shares once, after the last tile.
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    sum[half] += __shfl_xor_sync(0xffffffffu, sum[half], 1);
-    sum[half] += __shfl_xor_sync(0xffffffffu, sum[half], 2);
-    l[half] = l[half] * correction[half] + sum[half];
-  }
+  for (int half = 0; half < 2; ++half) l[half] = l[half] * correction[half] + sum[half];
 #pragma unroll
   for (int n = 0; n < NO; ++n) {
     o[n][0] *= correction[0];

@@ -26,6 +26,19 @@ __device__ __forceinline__ void LM_KERNEL_mma(float (&c)[4], const unsigned (&a)
 #endif
 }
 
+// Four 8x8 b16 matrices: lanes 8i..8i+7 give the row addresses of matrix i; a lane receives row
+// lane / 4, columns 2 (lane % 4) and + 1 of each, the B fragment of an m16n8k16 "col" operand.
+__device__ __forceinline__ void LM_KERNEL_ldmatrix(unsigned (&r)[4], const unsigned short* row) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned address = (unsigned)__cvta_generic_to_shared(row);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+#else
+  __trap();
+#endif
+}
+
 // Four 8x8 b16 matrices read transposed: lanes 8i..8i+7 give the row addresses of matrix i.
 __device__ __forceinline__ void LM_KERNEL_ldmatrix_trans(unsigned (&r)[4], const unsigned short* row) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -38,7 +51,9 @@ __device__ __forceinline__ void LM_KERNEL_ldmatrix_trans(unsigned (&r)[4], const
 #endif
 }
 
-extern "C" __global__ void __launch_bounds__(128) LM_KERNEL(const LM_KERNEL_params p) {
+// Head sizes up to 64: four blocks per SM, so at most 128 registers a thread (ptxas -v: 127, no
+// spills). Larger heads keep twice the fragments and get two blocks.
+extern "C" __global__ void __launch_bounds__(128, (@D@ <= 64 && @DV@ <= 64) ? 4 : 2) LM_KERNEL(const LM_KERNEL_params p) {
   const lm_i64 lm_batch = @B@, lm_heads = @H@, lm_lq = @LQ@, lm_lk = @LK@, lm_kv_heads = @HK@;
   constexpr int LM_D = @D@, LM_DV = @DV@;
   constexpr int LM_MK = LM_D <= 64 && LM_DV <= 64 ? 64 : 32;  // keys per tile
@@ -46,6 +61,7 @@ extern "C" __global__ void __launch_bounds__(128) LM_KERNEL(const LM_KERNEL_para
   constexpr int LM_NS = LM_MK / 8;                            // score n-blocks of 8 keys
   constexpr int LM_NO = LM_DV / 8;                            // output n-blocks of 8 columns
   constexpr int LM_KS = LM_D / 16;                            // k-steps of Q K^T
+  static_assert(LM_NS % 2 == 0 && LM_NO % 2 == 0, "K and V fragments are read two 8-blocks at a time");
   const lm_i64 lm_group = lm_heads / lm_kv_heads;
   const lm_i64 lm_q_tiles = (lm_lq + LM_MQ - 1) / LM_MQ;
   const lm_i64 lm_tiles = lm_batch * lm_heads * lm_q_tiles;
@@ -75,6 +91,9 @@ extern "C" __global__ void __launch_bounds__(128) LM_KERNEL(const LM_KERNEL_para
     // This thread's rows of the warp's 16: lm_r0 (fragment rows quad) and lm_r0 + 8.
     const int lm_r0 = lm_warp * 16 + lm_quad;
     const lm_i64 lm_row_i[2] = {lm_q0 + lm_r0, lm_q0 + lm_r0 + 8};
+    // A warp whose 16 rows are all past the last query only helps stage tiles (the last query
+    // tile of a short sequence: 197 = 3 x 64 + 5 leaves three of four warps idle).
+    const bool lm_warp_live = lm_warp * 16 < lm_rows;
     // Q's A fragments, straight from global memory (zero past the last query).
     unsigned lm_qa[LM_KS][4];
 #pragma unroll
@@ -114,16 +133,23 @@ extern "C" __global__ void __launch_bounds__(128) LM_KERNEL(const LM_KERNEL_para
       __syncthreads();
       const lm_i64 lm_k0 = lm_kt * LM_MK;
       const int lm_keys = (int)(lm_key_end - lm_k0 < LM_MK ? lm_key_end - lm_k0 : LM_MK);
-      // S = Q K^T: 16 rows x LM_MK keys per warp.
+      if (lm_warp_live) {
+      // S = Q K^T: 16 rows x LM_MK keys per warp. Key blocks past the tile's last key are skipped
+      // (they stay 0 and the softmax drops them); K's B fragments for key blocks n and n + 1 come
+      // from one ldmatrix.x4 (matrices: keys of n at d and d + 8, keys of n + 1 at d and d + 8).
       float lm_s[LM_NS][4];
 #pragma unroll
       for (int n = 0; n < LM_NS; ++n) lm_s[n][0] = lm_s[n][1] = lm_s[n][2] = lm_s[n][3] = 0.f;
+      const int lm_matrix = lm_lane >> 3, lm_matrix_row = lm_lane & 7;
 #pragma unroll
       for (int s = 0; s < LM_KS; ++s) {
 #pragma unroll
-        for (int n = 0; n < LM_NS; ++n) {
-          const unsigned short* column = &lm_ks[lm_buffer][n * 8 + lm_quad][s * 16 + lm_pair];
-          LM_KERNEL_mma(lm_s[n], lm_qa[s], *(const unsigned*)column, *(const unsigned*)(column + 8));
+        for (int n = 0; n < LM_NS; n += 2) {
+          if (n * 8 >= lm_keys) continue;
+          unsigned b[4];
+          LM_KERNEL_ldmatrix(b, &lm_ks[lm_buffer][(n + (lm_matrix >> 1)) * 8 + lm_matrix_row][s * 16 + (lm_matrix & 1) * 8]);
+          LM_KERNEL_mma(lm_s[n], lm_qa[s], b[0], b[1]);
+          LM_KERNEL_mma(lm_s[n + 1], lm_qa[s], b[2], b[3]);
         }
       }
       LM_KERNEL_online_softmax<LM_NS, LM_NO>(p, lm_s, lm_m, lm_l, lm_o, lm_k0, lm_keys, lm_q0, lm_row_i, lm_b, lm_h,
@@ -132,6 +158,7 @@ extern "C" __global__ void __launch_bounds__(128) LM_KERNEL(const LM_KERNEL_para
       // V's B fragments (keys 16t.., columns 8n.. and 8(n+1)..) come from one ldmatrix.x4.trans.
 #pragma unroll
       for (int t = 0; t < LM_MK / 16; ++t) {
+        if (t * 16 >= lm_keys) continue;  // its probabilities are all 0
         const unsigned a[4] = {LM_KERNEL_pack(lm_s[2 * t][0], lm_s[2 * t][1]),
                                LM_KERNEL_pack(lm_s[2 * t][2], lm_s[2 * t][3]),
                                LM_KERNEL_pack(lm_s[2 * t + 1][0], lm_s[2 * t + 1][1]),
@@ -145,9 +172,16 @@ extern "C" __global__ void __launch_bounds__(128) LM_KERNEL(const LM_KERNEL_para
           LM_KERNEL_mma(lm_o[n + 1], a, b[2], b[3]);
         }
       }
+      }
       __syncthreads();  // every warp is done with this buffer before it is refilled
     }
-    // Write the rows: a row that attends to no key (sum 0) is 0.
+    // Write the rows: a row that attends to no key (sum 0) is 0. Each thread summed its own keys
+    // of a row; the quad's four partial sums make the row's.
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      lm_l[half] += __shfl_xor_sync(0xffffffffu, lm_l[half], 1);
+      lm_l[half] += __shfl_xor_sync(0xffffffffu, lm_l[half], 2);
+    }
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int lm_row = lm_r0 + half * 8;

@@ -151,7 +151,13 @@ extern "C" __global__ void __launch_bounds__(128) LM_KERNEL(const LM_KERNEL_para
       }
       __syncthreads();  // every warp is done with this buffer before it is refilled
     }
-    // Write the rows: a row that attends to no key (sum 0) is 0.
+    // Write the rows: a row that attends to no key (sum 0) is 0. Each thread summed its own keys
+    // of a row; the quad's four partial sums make the row's.
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      lm_l[half] += __shfl_xor_sync(0xffffffffu, lm_l[half], 1);
+      lm_l[half] += __shfl_xor_sync(0xffffffffu, lm_l[half], 2);
+    }
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int lm_row = lm_r0 + half * 8;

@@ -38,10 +38,10 @@ std::string cuda_check_arch(const char* value) {
   return std::strcmp(value, "1") == 0 ? "sm_90" : value;
 }
 
-ConvolutionChoice convolution_choice(const char* value) {
-  if (value != nullptr && std::strcmp(value, "cudnn") == 0) return ConvolutionChoice::Library;
-  if (value != nullptr && std::strcmp(value, "generated") == 0) return ConvolutionChoice::Generated;
-  return ConvolutionChoice::Measured;
+CudnnChoice cudnn_choice(const char* value) {
+  if (value != nullptr && std::strcmp(value, "cudnn") == 0) return CudnnChoice::Library;
+  if (value != nullptr && std::strcmp(value, "generated") == 0) return CudnnChoice::Generated;
+  return CudnnChoice::Measured;
 }
 
 void read_gemv_choice(const char* value, Config& c) {
@@ -76,7 +76,8 @@ Config read_config(const char* (*lookup)(const char* name)) {
   c.cpu_runs_row_graph = flag(lookup("LUMINAL_CPU_ROW_GRAPH"));
   c.search = search_enabled(lookup("LUMINAL_SEARCH"));
   c.assign_layouts = search_enabled(lookup("LUMINAL_LAYOUTS"));  // on unless "0" (or "")
-  c.convolution = convolution_choice(lookup("LUMINAL_CONVOLUTION"));
+  c.convolution = cudnn_choice(lookup("LUMINAL_CONVOLUTION"));
+  c.attention = cudnn_choice(lookup("LUMINAL_ATTENTION"));
   read_gemv_choice(lookup("LUMINAL_GEMV"), c);
   c.check_cuda_arch = cuda_check_arch(lookup("LUMINAL_CHECK_CUDA_CODEGEN"));
   c.dump_kernels_dir = optional_text(lookup("LUMINAL_DUMP_KERNELS")).value_or("");

@@ -26,6 +26,8 @@
 //                                 common/choice_cache.h; rules only neither read nor write it)
 //   LUMINAL_CONVOLUTION=          CUDA: "cudnn" or "generated" runs every convolution that way
 //                                 (where cuDNN takes it); unset or "auto": the faster, as measured
+//   LUMINAL_ATTENTION=            CUDA: the same for fused attention (cuDNN's SDPA operation or the
+//                                 generated flash kernel)
 //   LUMINAL_GEMV=                 CUDA: "cublaslt" keeps matmuls of at most 8 rows on cuBLASLt;
 //                                 "generated" runs them as the generated GEMV (its configuration by
 //                                 rule; "generated:n1 k4 w1 u4" names one), without timing: for tests;
@@ -48,8 +50,8 @@ struct ByteLimitSetting {
   std::string problem;            // set and invalid: the message to raise
 };
 
-// How the CUDA engine runs a convolution (LUMINAL_CONVOLUTION).
-enum class ConvolutionChoice { Measured, Library, Generated };
+// How the CUDA engine runs a step cuDNN may compute (LUMINAL_CONVOLUTION, LUMINAL_ATTENTION).
+enum class CudnnChoice { Measured, Library, Generated };
 
 // Whether the CUDA engine's small matmuls may run as the generated GEMV (LUMINAL_GEMV).
 enum class GemvChoice { Measured, Library, Generated };
@@ -61,7 +63,8 @@ struct Config {
   bool cpu_runs_row_graph = false;  // LUMINAL_CPU_ROW_GRAPH
   bool search = true;                // LUMINAL_SEARCH (false: rules only)
   bool assign_layouts = true;        // LUMINAL_LAYOUTS (false: every tensor in its logical order)
-  ConvolutionChoice convolution = ConvolutionChoice::Measured;  // LUMINAL_CONVOLUTION
+  CudnnChoice convolution = CudnnChoice::Measured;  // LUMINAL_CONVOLUTION
+  CudnnChoice attention = CudnnChoice::Measured;    // LUMINAL_ATTENTION
   GemvChoice gemv = GemvChoice::Measured;  // LUMINAL_GEMV
   std::string gemv_config;                 // LUMINAL_GEMV=generated:<configuration>; "" by rule
   std::string check_cuda_arch;   // LUMINAL_CHECK_CUDA_CODEGEN: "" (off) or an arch, "1" read as "sm_90"

@@ -218,7 +218,7 @@ LM_HD double lm_pymod_d(double a, double b) { return lm_pymod(a, b); }
 LM_HD float lm_gelu_tanh_f(float x) { return lm_gelu_tanh(x); }
 LM_HD double lm_gelu_tanh_d(double x) { return lm_gelu_tanh(x); }
 
-// ---- bfloat16 (round to nearest even; NaN stays a quiet NaN with its sign) ------------------------
+// ---- bfloat16 (round to nearest even; NaN stays a quiet NaN) ---------------------------------------
 LM_HD unsigned int lm_float_bits(float f) {
 #ifdef __CUDACC_RTC__
   return __float_as_uint(f);
@@ -239,10 +239,19 @@ LM_HD float lm_bits_float(unsigned int u) {
 }
 LM_HD float lm_bf2f(unsigned short b) { return lm_bits_float(((unsigned int)b) << 16); }
 LM_HD unsigned short lm_f2bf(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  // One instruction instead of about fourteen: bf16 rounding dominated the instruction count of
+  // bf16 elementwise kernels. Same rounding (to nearest even, denormals kept); a NaN becomes the
+  // canonical 0x7fff, as torch's own CUDA kernels produce (c10::BFloat16 uses __float2bfloat16).
+  unsigned short b;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
+  return b;
+#else
   unsigned int u = lm_float_bits(f);
   if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0u) return (unsigned short)((u >> 16) | 0x0040u);
   u += 0x7fffu + ((u >> 16) & 1u);
   return (unsigned short)(u >> 16);
+#endif
 }
 
 #ifndef __CUDACC_RTC__

@@ -8,6 +8,7 @@
 #include "common/cache_files.h"
 #include "common/choice_cache.h"
 #include "common/error.h"
+#include "runtime/cuda/cudnn_call.h"
 
 namespace luminal::runtime::gpu {
 
@@ -113,16 +114,14 @@ std::string generated_kernel_key(const codegen::Kernel& kernel) {
                  kernel.threads_per_output, " threads per output, ", kernel.grid_y, " pieces)");
 }
 
-std::string convolution_choice_key(const cuda::ConvolutionProblem& problem, const Config& settings,
-                                   const std::string& generated, const std::string& device) {
-  const bool against_generated = settings.convolution == ConvolutionChoice::Measured;
-  return str_cat("convolution | ", cuda::describe(problem), problem.allow_tf32 ? ", TF32 allowed" : "",
-                 " | cuDNN ", cuda::cudnn_version(),
-                 against_generated ? str_cat(" or the generated kernel ", generated) : " only", " | ", device);
+std::string cudnn_choice_key(const std::string& problem, const std::string& generated, const std::string& device) {
+  return str_cat(problem, " | cuDNN ", cuda::cudnn_version(),
+                 generated.empty() ? std::string(" only") : str_cat(" or the generated kernel ", generated), " | ",
+                 device);
 }
 
-ConvolutionLookup look_up_convolution(const std::string& key) {
-  ConvolutionLookup lookup;
+CudnnLookup look_up_cudnn_choice(const std::string& key) {
+  CudnnLookup lookup;
   lookup.key = key;
   const std::optional<ChoiceFields> stored = load_choice(key);
   if (!stored) return lookup;
@@ -134,9 +133,9 @@ ConvolutionLookup look_up_convolution(const std::string& key) {
   const std::string winner = field("winner");
   const std::optional<int64_t> engine = parse_int(field("engine"));
   if (winner == "generated") {
-    lookup.winner = ConvolutionLookup::Winner::Generated;
+    lookup.winner = CudnnLookup::Winner::Generated;
   } else if (winner == "cudnn" && engine) {
-    lookup.winner = ConvolutionLookup::Winner::Library;
+    lookup.winner = CudnnLookup::Winner::Library;
     lookup.engine = *engine;
   } else {
     forget_choice(key, "names no winner (fields winner, engine)");
@@ -144,7 +143,7 @@ ConvolutionLookup look_up_convolution(const std::string& key) {
   return lookup;
 }
 
-void store_convolution_choice(const std::string& key, bool library, int64_t engine, const std::string& times) {
+void store_cudnn_choice(const std::string& key, bool library, int64_t engine, const std::string& times) {
   if (key.empty()) return;
   if (!library) {
     store_choice(key, {{"winner", "generated"}, {"times", times}});

@@ -14,7 +14,6 @@
 #include "common/config.h"
 #include "runtime/cuda/api.h"
 #include "runtime/cuda/cublaslt.h"
-#include "runtime/cuda/cudnn_conv.h"
 
 namespace luminal::runtime::gpu {
 
@@ -37,8 +36,9 @@ std::string choose_matmul_algorithm(cuda::Matmul& matmul, void* out, void* works
                                     const std::string& device, const Config& settings, size_t& syncs,
                                     ChoiceCounts& counts);
 
-// A convolution step's entry: what was stored under `key` for it.
-struct ConvolutionLookup {
+// The entry of a step cuDNN may compute (a convolution, a fused attention): what was stored under
+// `key` for it.
+struct CudnnLookup {
   enum class Winner { None, Library, Generated };
   std::string key;  // "" when the choice is not cached (rules only)
   Winner winner = Winner::None;
@@ -49,18 +49,18 @@ struct ConvolutionLookup {
 // A generated kernel as a part of keys: its source's hash and its launch shape.
 std::string generated_kernel_key(const codegen::Kernel& kernel);
 
-// The key of a convolution's choice: the problem (every shape, stride, dtype, alignment, TF32),
-// what is chosen between (`settings`), the generated kernel it is timed against (`generated`:
-// its source's hash and launch shape), the device and cuDNN's version. Raises when cuDNN is missing.
-std::string convolution_choice_key(const cuda::ConvolutionProblem& problem, const Config& settings,
-                                   const std::string& generated, const std::string& device);
+// The key of a cuDNN step's choice: the problem (`problem`: every shape, stride, dtype, alignment
+// and parameter, in words), whether the generated kernel is timed against cuDNN (`generated`: its
+// source's hash and launch shape; empty: cuDNN's engines only), the device and cuDNN's version.
+// Raises when cuDNN is missing.
+std::string cudnn_choice_key(const std::string& problem, const std::string& generated, const std::string& device);
 
 // The entry stored under `key` ("" or none: Winner::None). An entry that does not say a winner
 // the engine can use is evicted, like a corrupted one, and reads as none.
-ConvolutionLookup look_up_convolution(const std::string& key);
+CudnnLookup look_up_cudnn_choice(const std::string& key);
 
-// Stores a measured convolution choice (`library`: cuDNN's plan of `engine`, else the generated kernel).
-void store_convolution_choice(const std::string& key, bool library, int64_t engine, const std::string& times);
+// Stores a measured choice (`library`: cuDNN's plan of `engine`, else the generated kernel).
+void store_cudnn_choice(const std::string& key, bool library, int64_t engine, const std::string& times);
 
 // A graph with a row-kernel candidate (passes/row_plan.h) runs calls with contiguous inputs as the
 // megakernel or on the general path, whichever measured faster for the call's binding.

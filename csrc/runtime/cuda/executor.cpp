@@ -262,7 +262,7 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
   LUMINAL_CU(api.cuEventRecord(instance.done, stream));
   instance.launched = true;
   ++stats_.calls;
-  stats_.library_calls = instance.matmuls.size() + instance.convolutions.size();
+  stats_.library_calls = instance.matmuls.size() + instance.cudnn_steps.size();
   stats_.graph_nodes = instance.graph_nodes;
   stats_.bytes_per_call = instance.bytes_per_call;
   if (config()->sync_check) raise_pending_errors(instance, /*wait=*/true);
@@ -315,10 +315,10 @@ void Executor::run_steps_one_by_one(Instance& instance, void* raw_stream) {
         });
         continue;
       }
-      if (conv_index < instance.convolutions.size() && instance.convolutions[conv_index].step == s) {
-        const Instance::LibraryConvolution& call = instance.convolutions[conv_index++];
+      if (conv_index < instance.cudnn_steps.size() && instance.cudnn_steps[conv_index].step == s) {
+        const Instance::CudnnStep& call = instance.cudnn_steps[conv_index++];
         timed_step(call.library->chosen_name(),
-                   [&] { run_library_convolution(instance, call, node, static_cast<CUstream>(stream)); });
+                   [&] { run_cudnn_step(instance, call, node, static_cast<CUstream>(stream)); });
         continue;
       }
       for (; launch_index < instance.launches.size() && instance.launches[launch_index].step == s; ++launch_index) {

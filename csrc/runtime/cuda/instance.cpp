@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "ir/simplify.h"
 #include "passes/passes.h"
+#include "runtime/cuda/cudnn_steps.h"
 #include "runtime/cuda/timing.h"
 
 namespace luminal::runtime::gpu {
@@ -120,7 +121,8 @@ class InstanceBuilder {
     evaluate_shapes();
     arena_ = layout_arena(buffers_, node_bytes_, "the CUDA arena of intermediates");
     bind_buffers();
-    const size_t workspace = std::max(plan_library_calls(), plan_convolutions());
+    const size_t matmul_workspace = plan_library_calls();
+    const size_t workspace = std::max(matmul_workspace, plan_cudnn_steps());
     allocate_arena(workspace);
     prepare_error_record();
     for (size_t s = 0; s < steps().size(); ++s) {
@@ -131,7 +133,7 @@ class InstanceBuilder {
       if (kernels.copy_kernel >= 0 && buffers_.memory_of[step.node] == step.node) add_launch(s, kernels.copy_kernel);
       add_launch(s, kernels.kernel);
     }
-    choose_convolutions();
+    choose_cudnn_steps();
     create_library_calls();
     record_graph();
     return std::move(instance_);
@@ -252,135 +254,77 @@ class InstanceBuilder {
   // The node in words for the record of choices: "%12 convolution (conv2d_3 (aten.convolution...))".
   std::string describe_step(const Node& node) const { return str_cat("%", node.id, " ", node.origin); }
 
-  // Sets the stride of every unit dimension to what a tensor packed in `order` (stored dim k is
-  // logical dim order[k]) has there; other strides stay.
-  static void unit_strides_in_order(const std::vector<int64_t>& sizes, std::vector<int64_t>& strides,
-                                    const std::vector<int>& order) {
-    int64_t packed = 1;
-    for (size_t k = order.size(); k-- > 0;) {
-      const int d = order[k];
-      if (sizes[d] == 1) strides[d] = packed;
-      packed *= std::max<int64_t>(sizes[d], 1);
-    }
-  }
-
-  // cuDNN's terms for a convolution step, or nullopt (and why not) when cuDNN cannot be given it.
-  std::optional<cuda::ConvolutionProblem> convolution_problem(const Node& node, std::string& why_not) const {
-    const ir::Convolution& conv = *node.convolution;
-    const NodeId x = node.inputs[0], w = node.inputs[1];
-    for (const NodeId id : {x, w, node.id}) {
-      const Placement where = placement(id);
-      if (where != Placement::Input && where != Placement::Constant && where != Placement::Arena) {
-        why_not = str_cat("%", id, " is not in memory of a fixed address");
-        return std::nullopt;
-      }
-    }
-    const Buffer &bx = in_.buffers[x], &bw = in_.buffers[w], &by = in_.buffers[node.id];
-    cuda::ConvolutionProblem p;
-    // cuDNN takes the logical [N, C, spatial...] sizes with the strides of the stored order (a
-    // channels-last x or output stored as [N, spatial..., C] by passes::assign_layouts).
-    p.x_sizes = ir::logical_order(bx.sizes, conv.x_order), p.x_strides = ir::logical_order(bx.strides, conv.x_order);
-    p.w_sizes = ir::logical_order(bw.sizes, conv.w_order), p.w_strides = ir::logical_order(bw.strides, conv.w_order);
-    p.y_sizes = ir::logical_order(by.sizes, conv.y_order), p.y_strides = ir::logical_order(by.strides, conv.y_order);
-    if (!conv.x_order.empty()) {
-      // The stride of a unit dimension addresses nothing: give it the value a tensor packed in x's
-      // order has, so that cuDNN sees a depthwise weight [K, 1, R, S] as packed channels-last too.
-      unit_strides_in_order(p.x_sizes, p.x_strides, conv.x_order);
-      unit_strides_in_order(p.w_sizes, p.w_strides, conv.x_order);
-      unit_strides_in_order(p.y_sizes, p.y_strides, conv.x_order);
-    }
-    const int64_t groups = conv.groups;
-    // Logical sizes: a channels-last weight copy is stored [K, R, S, C].
-    if (p.x_sizes[1] != p.w_sizes[1] * groups || p.w_sizes[0] % groups != 0 || p.y_sizes[1] != p.w_sizes[0]) {
-      why_not = str_cat(p.x_sizes[1], " input channels and ", p.y_sizes[1], " output channels do not match a weight of ",
-                        int_list(p.w_sizes), " in ", groups, " groups");
-      return std::nullopt;
-    }
-    p.dtype = g_.node(x).dtype;
-    LUMINAL_CHECK(node.dtype == p.dtype, "internal error: the convolution ", describe_step(node), " stores ",
-                  dtype_name(node.dtype), " from ", dtype_name(p.dtype), " operands");
-    p.stride = conv.stride, p.padding = conv.padding, p.dilation = conv.dilation;
-    if (conv.stride.size() == 1) {  // cuDNN's convolutions are 2-D or 3-D: a unit height above the width
-      const auto add_height = [](std::vector<int64_t>& sizes, std::vector<int64_t>& strides) {
-        strides.insert(strides.begin() + 2, strides[2] * std::max<int64_t>(sizes[2], 1));
-        sizes.insert(sizes.begin() + 2, 1);
-      };
-      add_height(p.x_sizes, p.x_strides), add_height(p.w_sizes, p.w_strides), add_height(p.y_sizes, p.y_strides);
-      p.stride.insert(p.stride.begin(), 1), p.padding.insert(p.padding.begin(), 0);
-      p.dilation.insert(p.dilation.begin(), 1);
-    }
-    // Graph inputs and constants have their addresses now; the arena will be 256-byte aligned.
-    p.alignment = static_cast<int>(kArenaAlignment);
-    for (const NodeId id : {x, w}) {
-      if (placement(id) != Placement::Arena) p.alignment = std::min(p.alignment, alignment_of(in_.buffers[id].ptr));
-    }
-    p.allow_tf32 = context_.allow_tf32_convolution;
-    return p;
-  }
-
-  // cuDNN plans for the convolution steps it takes (unless LUMINAL_CONVOLUTION=generated). Returns
-  // the workspace they need. A convolution cuDNN declines runs its generated kernel.
-  size_t plan_convolutions() {
+  // cuDNN plans for the steps it may compute (convolutions unless LUMINAL_CONVOLUTION=generated;
+  // fused attention without mask or causality, unless LUMINAL_ATTENTION=generated). Returns the workspace they need. A step cuDNN
+  // declines runs its generated kernel.
+  size_t plan_cudnn_steps() {
     const std::shared_ptr<const Config> settings = config();
+    const CudnnStepContext context{g_, buffers_, in_.buffers, context_.allow_tf32_convolution, *settings};
     size_t workspace = 0;
     for (size_t s = 0; s < steps().size(); ++s) {
-      if (steps()[s].kind != StepKind::Convolution) continue;
       const Node& node = g_.node(steps()[s].node);
-      if (settings->convolution == ConvolutionChoice::Generated) {
-        in_.choices.push_back(str_cat(describe_step(node), ": generated kernel (LUMINAL_CONVOLUTION=generated)"));
-        continue;
+      if (steps()[s].kind == StepKind::Kernel && node.kind == ir::NodeKind::Attention) {
+        for (NodeId operand : node.inputs) {
+          if (placement(operand) == Placement::VirtualView) resolve_view(operand, 0);  // strides and offsets
+        }
       }
       std::string why_not;
-      const std::optional<cuda::ConvolutionProblem> problem = convolution_problem(node, why_not);
-      if (!problem) {
-        in_.choices.push_back(str_cat(describe_step(node), ": generated kernel (not for cuDNN: ", why_not, ")"));
+      std::optional<CudnnCandidate> candidate;
+      try {
+        candidate = cudnn_candidate(context, steps()[s], why_not);
+      } catch (const Error& error) {
+        why_not = str_cat("cuDNN declined: ", first_line(error.what()));
+      }
+      if (!candidate) {
+        if (!why_not.empty()) in_.choices.push_back(str_cat(describe_step(node), ": generated kernel (", why_not, ")"));
         continue;
       }
       try {
-        if (std::optional<Instance::LibraryConvolution> call = planned_convolution(s, node, *problem, *settings)) {
+        if (std::optional<Instance::CudnnStep> call = planned_cudnn_step(s, node, *candidate, *settings)) {
           workspace = std::max(workspace, call->library->workspace_bytes());
-          in_.convolutions.push_back(std::move(*call));
+          in_.cudnn_steps.push_back(std::move(*call));
         }
       } catch (const Error& error) {
-        const std::string reason = error.what();
-        in_.choices.push_back(str_cat(describe_step(node), ": generated kernel (cuDNN declined: ",
-                                      reason.substr(0, reason.find('\n')), ")"));
+        in_.choices.push_back(
+            str_cat(describe_step(node), ": generated kernel (cuDNN declined: ", first_line(error.what()), ")"));
       }
     }
     return workspace;
   }
 
+  static std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
   // The measured choice for step `s` stored in the cache, if any (rules only: none).
-  ConvolutionLookup look_up_choice(size_t s, const cuda::ConvolutionProblem& problem, const Config& settings) const {
-    if (!settings.search) return ConvolutionLookup{};
+  CudnnLookup look_up_choice(size_t s, const CudnnCandidate& candidate, const Config& settings) const {
+    if (!settings.search) return CudnnLookup{};
     const int k = program_.step_kernels[s].kernel;
     const std::string generated = k < 0 ? std::string("(none)") : generated_kernel_key(program_.kernels[k]);
-    return look_up_convolution(convolution_choice_key(problem, settings, generated, device_key(device_.device)));
+    return look_up_cudnn_choice(
+        cudnn_choice_key(candidate.problem, candidate.against_generated ? generated : "", device_key(device_.device)));
   }
 
   // The cuDNN plan step `s` needs: none when the cache says the generated kernel wins, the cached
   // engine alone when cuDNN does and still offers it, else cuDNN's candidate engines to time.
-  std::optional<Instance::LibraryConvolution> planned_convolution(size_t s, const Node& node,
-                                                                  const cuda::ConvolutionProblem& problem,
-                                                                  const Config& settings) {
-    ConvolutionLookup& cached = convolution_lookups_[s] = look_up_choice(s, problem, settings);
-    if (cached.winner == ConvolutionLookup::Winner::Generated) {
+  std::optional<Instance::CudnnStep> planned_cudnn_step(size_t s, const Node& node, const CudnnCandidate& candidate,
+                                                        const Config& settings) {
+    CudnnLookup& cached = cudnn_lookups_[s] = look_up_choice(s, candidate, settings);
+    against_generated_[s] = candidate.against_generated;
+    if (cached.winner == CudnnLookup::Winner::Generated) {
       ++in_.choice_counts.hits;
       in_.choices.push_back(str_cat(describe_step(node), ": generated kernel (cached: ", cached.times, ")"));
       return std::nullopt;
     }
-    if (cached.winner == ConvolutionLookup::Winner::Library) {
+    if (cached.winner == CudnnLookup::Winner::Library) {
       try {
-        return Instance::LibraryConvolution{s, std::make_unique<cuda::CudnnConvolution>(problem, 1, cached.engine)};
+        return Instance::CudnnStep{s, candidate.make(1, cached.engine)};
       } catch (const Error& error) {
         forget_choice(cached.key, str_cat("names cuDNN engine ", cached.engine, ", which no longer takes the problem: ",
                                           error.what()));
-        cached.winner = ConvolutionLookup::Winner::None;
+        cached.winner = CudnnLookup::Winner::None;
       }
     }
     constexpr size_t kCandidates = 8;  // engines timed when searching; by rule: cuDNN's first
-    const size_t candidates = settings.search ? kCandidates : 1;
-    return Instance::LibraryConvolution{s, std::make_unique<cuda::CudnnConvolution>(problem, candidates)};
+    return Instance::CudnnStep{s, candidate.make(settings.search ? kCandidates : 1, std::nullopt)};
   }
 
   // Milliseconds per run of step `s`'s generated kernels on the instance's buffers (a warm-up, then
@@ -410,35 +354,44 @@ class InstanceBuilder {
     });
   }
 
-  // Keeps, for each convolution cuDNN took, cuDNN's fastest engine or the generated kernel, as
-  // measured on this device with this call's shapes (LUMINAL_SEARCH=0: cuDNN's first engine by
-  // rule; LUMINAL_CONVOLUTION=cudnn: cuDNN's fastest). The timing runs write only the step's own
-  // output and the workspace, before any call.
-  void choose_convolutions() {
+  // Keeps, for each step cuDNN took, cuDNN's fastest engine or the generated kernel, as measured
+  // on this device with this call's shapes (LUMINAL_SEARCH=0: cuDNN's first engine by rule;
+  // LUMINAL_CONVOLUTION=cudnn, LUMINAL_ATTENTION=cudnn: cuDNN's fastest). The timing runs write only the step's own output
+  // and the workspace, before any call.
+  void choose_cudnn_steps() {
     const std::shared_ptr<const Config> settings = config();
-    std::vector<Instance::LibraryConvolution> planned = std::move(in_.convolutions);
-    in_.convolutions.clear();
-    for (Instance::LibraryConvolution& call : planned) choose_convolution(call, *settings);
+    std::vector<Instance::CudnnStep> planned = std::move(in_.cudnn_steps);
+    in_.cudnn_steps.clear();
+    for (Instance::CudnnStep& call : planned) choose_cudnn_step(call, *settings);
     // The timing runs read intermediates no step has written yet: a check they tripped is no error.
     LUMINAL_CU(cuda::driver().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(in_.error_record.get()), 0,
                                               4 * sizeof(int64_t), static_cast<CUstream>(context_.stream)));
   }
 
-  // One convolution step cuDNN took: keeps `call` in in_.convolutions, or leaves the step to its
-  // generated kernel. The choice text: "cuDNN (cuDNN engine 71 0.09 ms, generated kernel 14.3 ms)".
-  void choose_convolution(Instance::LibraryConvolution& call, const Config& settings) {
+  // The device pointers cuDNN reads for step `node`'s inputs.
+  std::vector<const void*> cudnn_operands(const Node& node) const {
+    std::vector<const void*> operands;
+    for (const NodeId input : node.inputs) operands.push_back(reinterpret_cast<const void*>(in_.buffers[input].ptr));
+    return operands;
+  }
+
+  // One step cuDNN took: keeps `call` in in_.cudnn_steps, or leaves the step to its generated
+  // kernel. The choice text: "cuDNN (cuDNN engine 71 0.09 ms, generated kernel 14.3 ms)".
+  void choose_cudnn_step(Instance::CudnnStep& call, const Config& settings) {
     const size_t step = call.step;
     const Node& node = g_.node(steps()[step].node);
     const CUstream stream = static_cast<CUstream>(context_.stream);
-    const Buffer &x = in_.buffers[node.inputs[0]], &w = in_.buffers[node.inputs[1]], &y = in_.buffers[node.id];
-    if (product(y.sizes) == 0) return;
-    const int alignment = std::min({alignment_of(x.ptr), alignment_of(w.ptr), alignment_of(y.ptr)});
-    const ConvolutionLookup& cached = convolution_lookups_[step];
-    if (cached.winner == ConvolutionLookup::Winner::Library) {
-      reuse_library_convolution(std::move(call), node, alignment, cached);
+    if (product(in_.buffers[node.id].sizes) == 0) return;
+    int alignment = alignment_of(in_.buffers[node.id].ptr);
+    for (const void* operand : cudnn_operands(node)) {
+      alignment = std::min(alignment, alignment_of(reinterpret_cast<CUdeviceptr>(operand)));
+    }
+    const CudnnLookup& cached = cudnn_lookups_[step];
+    if (cached.winner == CudnnLookup::Winner::Library) {
+      reuse_cudnn_step(std::move(call), node, alignment, cached);
       return;
     }
-    if (alignment < call.library->problem().alignment) {
+    if (alignment < call.library->alignment()) {
       in_.choices.push_back(
           str_cat(describe_step(node), ": generated kernel (cuDNN's plans need more aligned operands)"));
       return;
@@ -448,23 +401,22 @@ class InstanceBuilder {
     if (!settings.search) {
       times = str_cat(call.library->chosen_name(), ", by rule");
     } else {
-      const float library_ms = call.library->select_fastest(reinterpret_cast<const void*>(x.ptr),
-                                                            reinterpret_cast<const void*>(w.ptr),
-                                                            reinterpret_cast<void*>(y.ptr), in_.workspace, stream,
-                                                            host_syncs_);
+      const float library_ms =
+          call.library->select_fastest(cudnn_operands(node), reinterpret_cast<void*>(in_.buffers[node.id].ptr),
+                                       in_.workspace, stream, host_syncs_);
       times = str_cat(call.library->chosen_name(), " ", library_ms, " ms");
-      if (settings.convolution == ConvolutionChoice::Measured) {
+      if (against_generated_[step]) {
         if (const std::optional<float> generated_ms = time_generated(step)) {
           use_library = library_ms <= *generated_ms;
           times += str_cat(", generated kernel ", *generated_ms, " ms");
         }
       }
       ++in_.choice_counts.misses;  // measured: remembered for the next process
-      store_convolution_choice(cached.key, use_library, call.library->chosen_engine(), times);
+      store_cudnn_choice(cached.key, use_library, call.library->chosen_engine(), times);
     }
     const std::string choice = str_cat(use_library ? "cuDNN" : "generated kernel", " (", times, ")");
     if (use_library) {
-      use_library_convolution(std::move(call), node, choice);
+      use_cudnn_step(std::move(call), node, choice);
     } else {
       in_.choices.push_back(str_cat(describe_step(node), ": ", choice));
     }
@@ -472,21 +424,20 @@ class InstanceBuilder {
 
   // A cached cuDNN winner (the one plan made for it): kept when the operands are as aligned as it
   // needs and it runs, else the generated kernel runs and the entry is forgotten.
-  void reuse_library_convolution(Instance::LibraryConvolution call, const Node& node, int alignment,
-                                 const ConvolutionLookup& cached) {
+  void reuse_cudnn_step(Instance::CudnnStep call, const Node& node, int alignment, const CudnnLookup& cached) {
     std::string failure;
-    if (alignment < call.library->problem().alignment) {
-      failure = str_cat("operands aligned to ", alignment, " bytes, not ", call.library->problem().alignment);
+    if (alignment < call.library->alignment()) {
+      failure = str_cat("operands aligned to ", alignment, " bytes, not ", call.library->alignment());
     } else {
       try {
-        run_library_convolution(in_, call, node, static_cast<CUstream>(context_.stream));
+        run_cudnn_step(in_, call, node, static_cast<CUstream>(context_.stream));
       } catch (const Error& error) {
         failure = error.what();
       }
     }
     if (failure.empty()) {
       ++in_.choice_counts.hits;
-      use_library_convolution(std::move(call), node, str_cat("cuDNN (cached: ", cached.times, ")"));
+      use_cudnn_step(std::move(call), node, str_cat("cuDNN (cached: ", cached.times, ")"));
       return;
     }
     forget_choice(cached.key, str_cat("names cuDNN engine ", cached.engine, ", which cannot run here: ", failure));
@@ -495,7 +446,7 @@ class InstanceBuilder {
   }
 
   // cuDNN computes `node` (step call.step): its generated kernels are dropped.
-  void use_library_convolution(Instance::LibraryConvolution call, const Node& node, const std::string& choice) {
+  void use_cudnn_step(Instance::CudnnStep call, const Node& node, const std::string& choice) {
     in_.choices.push_back(str_cat(describe_step(node), ": ", choice));
     const size_t step = call.step;
     in_.launches.erase(std::remove_if(in_.launches.begin(), in_.launches.end(),
@@ -506,7 +457,7 @@ class InstanceBuilder {
         in_.parameter_pointers.emplace_back(g_.node(operand).input_position, in_.buffers[operand].ptr);
       }
     }
-    in_.convolutions.push_back(std::move(call));
+    in_.cudnn_steps.push_back(std::move(call));
   }
 
   // Arena: intermediates by liveness, then the library workspace (live throughout).
@@ -732,10 +683,10 @@ class InstanceBuilder {
         ++matmul_index;
         continue;
       }
-      if (conv_index < in_.convolutions.size() && in_.convolutions[conv_index].step == s) {
+      if (conv_index < in_.cudnn_steps.size() && in_.cudnn_steps[conv_index].step == s) {
         const Node& node = g_.node(step.node);
-        const Instance::LibraryConvolution& call = in_.convolutions[conv_index++];
-        record_library_call([&](CUstream stream) { run_library_convolution(in_, call, node, stream); });
+        const Instance::CudnnStep& call = in_.cudnn_steps[conv_index++];
+        record_library_call([&](CUstream stream) { run_cudnn_step(in_, call, node, stream); });
         continue;
       }
       for (; launch_index < in_.launches.size() && in_.launches[launch_index].step == s; ++launch_index) {
@@ -765,17 +716,18 @@ class InstanceBuilder {
   std::vector<size_t> node_bytes_;   // per node, evaluated
   ArenaLayout arena_;
   std::vector<size_t> matmul_steps_;  // the library steps, in order (index: in_.matmuls)
-  std::map<size_t, ConvolutionLookup> convolution_lookups_;  // per convolution step cuDNN may take
+  std::map<size_t, CudnnLookup> cudnn_lookups_;  // per step cuDNN may take
+  std::map<size_t, bool> against_generated_;     // per step cuDNN may take: is the generated kernel timed
   CUgraphNode previous_ = nullptr;    // the graph's last node so far
 };
 
 }  // namespace
 
-void run_library_convolution(const Instance& instance, const Instance::LibraryConvolution& call, const ir::Node& node,
-                             CUstream stream) {
-  call.library->run(reinterpret_cast<const void*>(instance.buffers[node.inputs[0]].ptr),
-                    reinterpret_cast<const void*>(instance.buffers[node.inputs[1]].ptr),
-                    reinterpret_cast<void*>(instance.buffers[node.id].ptr), instance.workspace, stream);
+void run_cudnn_step(const Instance& instance, const Instance::CudnnStep& call, const ir::Node& node,
+                    CUstream stream) {
+  std::vector<const void*> operands;
+  for (const ir::NodeId input : node.inputs) operands.push_back(reinterpret_cast<const void*>(instance.buffers[input].ptr));
+  call.library->run(operands, reinterpret_cast<void*>(instance.buffers[node.id].ptr), instance.workspace, stream);
 }
 
 std::unique_ptr<Instance> build_instance(const CudaProgram& program, const DeviceState& device,

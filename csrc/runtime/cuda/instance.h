@@ -14,7 +14,7 @@
 #include "runtime/cuda/api.h"
 #include "runtime/cuda/choices.h"
 #include "runtime/cuda/cublaslt.h"
-#include "runtime/cuda/cudnn_conv.h"
+#include "runtime/cuda/cudnn_call.h"
 #include "runtime/cuda/executor.h"
 #include "runtime/cuda/program.h"
 #include "runtime/symbols.h"
@@ -105,13 +105,13 @@ struct Instance {
   bool launched = false;
   std::vector<Buffer> buffers;  // per node
   std::vector<std::unique_ptr<cuda::Matmul>> matmuls;
-  // The convolution steps cuDNN computes (the others run their generated kernel). cuDNN writes the
-  // node's buffer directly, in the node's dtype (the input's: ir::Convolution).
-  struct LibraryConvolution {
+  // The steps cuDNN computes (convolutions, fused attention; the others run their generated
+  // kernel), in step order. cuDNN reads the node's inputs and writes its buffer directly.
+  struct CudnnStep {
     size_t step = 0;
-    std::unique_ptr<cuda::CudnnConvolution> library;
+    std::unique_ptr<cuda::CudnnCall> library;
   };
-  std::vector<LibraryConvolution> convolutions;
+  std::vector<CudnnStep> cudnn_steps;
   // Each measured or forced choice between alternatives, with their times (stats, explain).
   std::vector<std::string> choices;
   ChoiceCounts choice_counts;  // of the measured choices: taken from the on-disk cache, or timed
@@ -147,8 +147,8 @@ struct Instance {
   }
 };
 
-// Enqueues a convolution cuDNN computes on `stream`.
-void run_library_convolution(const Instance& instance, const Instance::LibraryConvolution& call, const ir::Node& node,
+// Enqueues a step cuDNN computes on `stream`.
+void run_cudnn_step(const Instance& instance, const Instance::CudnnStep& call, const ir::Node& node,
                              CUstream stream);
 
 // Instantiates `program` on the device `device` loaded it on. Adds the host synchronizations it
