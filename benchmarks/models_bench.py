@@ -231,7 +231,12 @@ def main() -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     rows: list[dict[str, Any]] = []
-    meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "tf32": False}
+    meta = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version(),
+        "tf32": False,
+    }
     for dtype_name in args.dtypes:
         for name in args.models:
             rows += run_row(name, getattr(torch, dtype_name), args.backends, args.seconds)

@@ -305,6 +305,8 @@ def no_export(*args, **kwargs):
 
 torch.export.export = no_export
 package, inputs, outputs = sys.argv[1:4]
+# The saving process's TF32 settings (conftest turns cuDNN's off): tuned choices are keyed by them.
+torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = (flag == "1" for flag in sys.argv[5:7])
 module = luminal.load(package)
 args = torch.load(inputs, weights_only=True)
 with torch.no_grad():
@@ -315,7 +317,8 @@ aot = stats["aot"]
 assert (aot["loaded"], aot["exports"], aot["fast_path"]) == (True, 0, True), stats
 assert luminal.aot.export_count() == 0
 # The package's kernels (and, on CUDA, tuned choices) were installed into the fresh cache: read, none built.
-assert aot["cache_entries_written"] == 0, aot
+written = [name for name, was_written in luminal._C.cache_journal_since(0) if was_written]
+assert aot["cache_entries_written"] == 0, (aot, written)
 assert aot["cache_entries_read"] == int(sys.argv[4]), aot
 if "cuda" in stats:
     # The package carried the tuned choices: nothing is measured again.
@@ -338,7 +341,8 @@ def _run_fresh(tmp_path: Path, package: Path, inputs: object) -> list[object]:
     env = {**__import__("os").environ, "LUMINAL_CACHE_DIR": str(tmp_path / "fresh-cache")}
     result = subprocess.run(
         [sys.executable, str(script), str(package), str(tmp_path / "inputs.pt"), str(tmp_path / "outputs.pt")]
-        + [str(_cache_entries(package))],
+        + [str(_cache_entries(package))]
+        + [str(int(torch.backends.cuda.matmul.allow_tf32)), str(int(torch.backends.cudnn.allow_tf32))],
         capture_output=True,
         text=True,
         env=env,

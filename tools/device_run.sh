@@ -27,6 +27,8 @@ start=$(date +%s)
 python3 -m pip install --no-build-isolation --no-deps -q . -Cbuild-dir=build/gpu -Ccmake.build-type=Release \
   > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - start )) s"
+# The package build also builds luminal-run (LUMINAL_BUILD_RUNNER): tests/test_runner.py finds it here.
+[ -x build/gpu/luminal-run ] && export LUMINAL_RUN="$PWD/build/gpu/luminal-run"
 what=${1:-build}
 shift || true
 case "$what" in
