@@ -51,9 +51,11 @@ __device__ __forceinline__ void LM_KERNEL_ldmatrix_trans(unsigned (&r)[4], const
 #endif
 }
 
-// Head sizes up to 64: four blocks per SM, so at most 128 registers a thread (ptxas -v: 127, no
-// spills). Larger heads keep twice the fragments and get two blocks.
-extern "C" __global__ void __launch_bounds__(128, (@D@ <= 64 && @DV@ <= 64) ? 4 : 2) LM_KERNEL(const LM_KERNEL_params p) {
+// Head sizes up to 64 without a mask: four blocks per SM, so at most 128 registers a thread
+// (ptxas -v, sm_90: 127-128, no spills; a mask's addressing spilled 16 bytes there, so masked
+// kernels get three blocks). Larger heads keep twice the fragments and get two blocks.
+#define LM_MIN_BLOCKS ((@D@ <= 64 && @DV@ <= 64) ? (@HAS_MASK@ ? 3 : 4) : 2)
+extern "C" __global__ void __launch_bounds__(128, LM_MIN_BLOCKS) LM_KERNEL(const LM_KERNEL_params p) {
   const lm_i64 lm_batch = @B@, lm_heads = @H@, lm_lq = @LQ@, lm_lk = @LK@, lm_kv_heads = @HK@;
   constexpr int LM_D = @D@, LM_DV = @DV@;
   constexpr int LM_MK = LM_D <= 64 && LM_DV <= 64 ? 64 : 32;  // keys per tile
@@ -133,45 +135,47 @@ extern "C" __global__ void __launch_bounds__(128, (@D@ <= 64 && @DV@ <= 64) ? 4 
       __syncthreads();
       const lm_i64 lm_k0 = lm_kt * LM_MK;
       const int lm_keys = (int)(lm_key_end - lm_k0 < LM_MK ? lm_key_end - lm_k0 : LM_MK);
-      if (lm_warp_live) {
-      // S = Q K^T: 16 rows x LM_MK keys per warp. Key blocks past the tile's last key are skipped
-      // (they stay 0 and the softmax drops them); K's B fragments for key blocks n and n + 1 come
-      // from one ldmatrix.x4 (matrices: keys of n at d and d + 8, keys of n + 1 at d and d + 8).
-      float lm_s[LM_NS][4];
+      if (lm_warp_live) {  // (a warp whose rows are all past the last query only stages tiles)
+        // S = Q K^T: 16 rows x LM_MK keys per warp. Key blocks past the tile's last key are skipped
+        // (they stay 0 and the softmax drops them); K's B fragments for key blocks n and n + 1 come
+        // from one ldmatrix.x4 (matrices: keys of n at d and d + 8, keys of n + 1 at d and d + 8).
+        float lm_s[LM_NS][4];
 #pragma unroll
-      for (int n = 0; n < LM_NS; ++n) lm_s[n][0] = lm_s[n][1] = lm_s[n][2] = lm_s[n][3] = 0.f;
-      const int lm_matrix = lm_lane >> 3, lm_matrix_row = lm_lane & 7;
+        for (int n = 0; n < LM_NS; ++n) lm_s[n][0] = lm_s[n][1] = lm_s[n][2] = lm_s[n][3] = 0.f;
+        const int lm_matrix = lm_lane >> 3, lm_matrix_row = lm_lane & 7;
 #pragma unroll
-      for (int s = 0; s < LM_KS; ++s) {
+        for (int s = 0; s < LM_KS; ++s) {
 #pragma unroll
-        for (int n = 0; n < LM_NS; n += 2) {
-          if (n * 8 >= lm_keys) continue;
-          unsigned b[4];
-          LM_KERNEL_ldmatrix(b, &lm_ks[lm_buffer][(n + (lm_matrix >> 1)) * 8 + lm_matrix_row][s * 16 + (lm_matrix & 1) * 8]);
-          LM_KERNEL_mma(lm_s[n], lm_qa[s], b[0], b[1]);
-          LM_KERNEL_mma(lm_s[n + 1], lm_qa[s], b[2], b[3]);
+          for (int n = 0; n < LM_NS; n += 2) {
+            if (n * 8 >= lm_keys) continue;
+            unsigned b[4];
+            const int key = (n + (lm_matrix >> 1)) * 8 + lm_matrix_row;
+            LM_KERNEL_ldmatrix(b, &lm_ks[lm_buffer][key][s * 16 + (lm_matrix & 1) * 8]);
+            LM_KERNEL_mma(lm_s[n], lm_qa[s], b[0], b[1]);
+            LM_KERNEL_mma(lm_s[n + 1], lm_qa[s], b[2], b[3]);
+          }
         }
-      }
-      LM_KERNEL_online_softmax<LM_NS, LM_NO>(p, lm_s, lm_m, lm_l, lm_o, lm_k0, lm_keys, lm_q0, lm_row_i, lm_b, lm_h,
-                                             lm_pair, lm_scale_log2);
-      // O += P V: the S accumulators of key blocks 2t and 2t + 1 are the A fragment of k-step t;
-      // V's B fragments (keys 16t.., columns 8n.. and 8(n+1)..) come from one ldmatrix.x4.trans.
+        LM_KERNEL_online_softmax<LM_NS, LM_NO>(p, lm_s, lm_m, lm_l, lm_o, lm_k0, lm_keys, lm_q0, lm_row_i, lm_b,
+                                               lm_h, lm_pair, lm_scale_log2);
+        // O += P V: the S accumulators of key blocks 2t and 2t + 1 are the A fragment of k-step t;
+        // V's B fragments (keys 16t.., columns 8n.. and 8(n+1)..) come from one ldmatrix.x4.trans.
 #pragma unroll
-      for (int t = 0; t < LM_MK / 16; ++t) {
-        if (t * 16 >= lm_keys) continue;  // its probabilities are all 0
-        const unsigned a[4] = {LM_KERNEL_pack(lm_s[2 * t][0], lm_s[2 * t][1]),
-                               LM_KERNEL_pack(lm_s[2 * t][2], lm_s[2 * t][3]),
-                               LM_KERNEL_pack(lm_s[2 * t + 1][0], lm_s[2 * t + 1][1]),
-                               LM_KERNEL_pack(lm_s[2 * t + 1][2], lm_s[2 * t + 1][3])};
-        const int matrix = lm_lane >> 3, row = lm_lane & 7;
+        for (int t = 0; t < LM_MK / 16; ++t) {
+          if (t * 16 >= lm_keys) continue;  // its probabilities are all 0
+          const unsigned a[4] = {LM_KERNEL_pack(lm_s[2 * t][0], lm_s[2 * t][1]),
+                                 LM_KERNEL_pack(lm_s[2 * t][2], lm_s[2 * t][3]),
+                                 LM_KERNEL_pack(lm_s[2 * t + 1][0], lm_s[2 * t + 1][1]),
+                                 LM_KERNEL_pack(lm_s[2 * t + 1][2], lm_s[2 * t + 1][3])};
+          const int matrix = lm_lane >> 3, row = lm_lane & 7;
 #pragma unroll
-        for (int n = 0; n < LM_NO; n += 2) {
-          unsigned b[4];
-          LM_KERNEL_ldmatrix_trans(b, &lm_vs[lm_buffer][t * 16 + (matrix & 1) * 8 + row][(n + (matrix >> 1)) * 8]);
-          LM_KERNEL_mma(lm_o[n], a, b[0], b[1]);
-          LM_KERNEL_mma(lm_o[n + 1], a, b[2], b[3]);
+          for (int n = 0; n < LM_NO; n += 2) {
+            unsigned b[4];
+            const int value = t * 16 + (matrix & 1) * 8 + row;
+            LM_KERNEL_ldmatrix_trans(b, &lm_vs[lm_buffer][value][(n + (matrix >> 1)) * 8]);
+            LM_KERNEL_mma(lm_o[n], a, b[0], b[1]);
+            LM_KERNEL_mma(lm_o[n + 1], a, b[2], b[3]);
+          }
         }
-      }
       }
       __syncthreads();  // every warp is done with this buffer before it is refilled
     }
@@ -197,3 +201,4 @@ extern "C" __global__ void __launch_bounds__(128, (@D@ <= 64 && @DV@ <= 64) ? 4 
   }
 }
 #undef LM_MQ
+#undef LM_MIN_BLOCKS

@@ -12,6 +12,7 @@
 #include "passes/row_plan.h"
 #include "schedule/kernel_schedule.h"
 #ifdef LUMINAL_HAVE_CUDA
+#include "runtime/cuda/api.h"
 #include "runtime/cuda/nvrtc.h"
 #endif
 
@@ -243,6 +244,56 @@ TEST(CodegenGolden, AttentionFillsTheTemplateForEveryDtype) {
     kernels.push_back(kernel);
   }
   expect_compiles(kernels);
+}
+
+#ifdef LUMINAL_HAVE_CUDA
+// ptxas's report for `source` compiled for sm_90 (NVRTC's log with --ptxas-options=-v).
+std::string ptxas_report(const std::string& source) {
+  const cuda::NvrtcApi& api = cuda::nvrtc();
+  nvrtcProgram program = nullptr;
+  cuda::check(api.nvrtcCreateProgram(&program, source.c_str(), "attention.cu", 0, nullptr, nullptr),
+              "nvrtcCreateProgram");
+  const char* options[] = {"--gpu-architecture=sm_90", "--std=c++17", "-default-device", "--ptxas-options=-v"};
+  const nvrtcResult result = api.nvrtcCompileProgram(program, 4, options);
+  size_t size = 0;
+  api.nvrtcGetProgramLogSize(program, &size);
+  std::string log(size, '\0');
+  if (size) api.nvrtcGetProgramLog(program, log.data());
+  api.nvrtcDestroyProgram(&program);
+  EXPECT_EQ(result, NVRTC_SUCCESS) << log;
+  return log;
+}
+#endif
+
+// The tensor-core attention kernel's launch bounds cap its registers (four blocks per SM at head
+// size 64 without a mask, three with one, two above 64): every variant must fit without spilling
+// to local memory, which would cost more than the occupancy gains.
+TEST(CodegenGolden, TensorCoreAttentionDoesNotSpill) {
+#ifdef LUMINAL_HAVE_CUDA
+  struct Case {
+    int64_t head_size;
+    bool mask, causal;
+  };
+  for (const Case c : {Case{64, false, false}, Case{64, false, true}, Case{64, true, false}, Case{128, false, true},
+                       Case{128, true, false}}) {
+    GraphFixture f;
+    const NodeId q = f.input(DType::BF16, {int_const(2), int_const(12), int_const(197), int_const(c.head_size)});
+    const NodeId k = f.input(DType::BF16, {int_const(2), int_const(12), int_const(197), int_const(c.head_size)});
+    const NodeId v = f.input(DType::BF16, {int_const(2), int_const(12), int_const(197), int_const(c.head_size)});
+    std::optional<NodeId> mask;
+    if (c.mask) mask = f.input(DType::BF16, {int_const(2), int_const(1), int_const(197), int_const(197)});
+    f.b().set_origin("attention");
+    const NodeId out = f.b().attention(q, k, v, mask, 0.125, c.causal);
+    const std::string report = ptxas_report(codegen::module_source({generate(f, out, Layout::Strided)}));
+    const size_t kernel = report.find("Compiling entry function 'lm_", report.find("'lm_export_errors'") + 1);
+    ASSERT_NE(kernel, std::string::npos) << report;
+    EXPECT_NE(report.find(" 0 bytes spill stores, 0 bytes spill loads", kernel), std::string::npos)
+        << "head size " << c.head_size << (c.mask ? ", masked" : "") << (c.causal ? ", causal" : "") << ":\n"
+        << report;
+  }
+#else
+  GTEST_SKIP() << "built without the CUDA toolkit's headers: no NVRTC";
+#endif
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -26,7 +26,9 @@ std::string describe(const AttentionProblem& p) {
 }
 
 std::optional<std::string> cudnn_attention_refusal(const AttentionProblem& p) {
-  if (p.dtype != DType::BF16 && p.dtype != DType::F16) return str_cat("cuDNN's fused attention takes no ", dtype_name(p.dtype));
+  if (p.dtype != DType::BF16 && p.dtype != DType::F16) {
+    return str_cat("cuDNN's fused attention takes no ", dtype_name(p.dtype));
+  }
   for (const std::vector<int64_t>* v : {&p.q_sizes, &p.q_strides, &p.k_sizes, &p.k_strides, &p.v_sizes, &p.v_strides,
                                         &p.o_sizes, &p.o_strides}) {
     if (v->size() != 4) return std::string("operands are not of rank 4");

@@ -92,7 +92,9 @@ std::optional<cuda::ConvolutionProblem> convolution_problem(const CudnnStepConte
   }
   p.alignment = static_cast<int>(kArenaAlignment);
   for (const NodeId id : {x, w}) {
-    if (c.buffers.placement[id] != Placement::Arena) p.alignment = std::min(p.alignment, alignment_of(c.memory[id].ptr));
+    if (c.buffers.placement[id] != Placement::Arena) {
+      p.alignment = std::min(p.alignment, alignment_of(c.memory[id].ptr));
+    }
   }
   p.allow_tf32 = c.allow_tf32_convolution;
   return p;
@@ -142,7 +144,8 @@ std::optional<CudnnCandidate> cudnn_candidate(const CudnnStepContext& c, const s
     }
     const std::optional<cuda::ConvolutionProblem> problem = convolution_problem(c, node, why_not);
     if (!problem) return std::nullopt;
-    return CudnnCandidate{str_cat("convolution | ", cuda::describe(*problem), problem->allow_tf32 ? ", TF32 allowed" : ""),
+    const char* tf32 = problem->allow_tf32 ? ", TF32 allowed" : "";
+    return CudnnCandidate{str_cat("convolution | ", cuda::describe(*problem), tf32),
                           c.settings.convolution == CudnnChoice::Measured,
                           [p = *problem](size_t candidates, std::optional<int64_t> only_engine) {
                             return std::make_unique<cuda::CudnnConvolution>(p, candidates, only_engine);

@@ -255,8 +255,8 @@ class InstanceBuilder {
   std::string describe_step(const Node& node) const { return str_cat("%", node.id, " ", node.origin); }
 
   // cuDNN plans for the steps it may compute (convolutions unless LUMINAL_CONVOLUTION=generated;
-  // fused attention without mask or causality, unless LUMINAL_ATTENTION=generated). Returns the workspace they need. A step cuDNN
-  // declines runs its generated kernel.
+  // fused attention without mask or causality, unless LUMINAL_ATTENTION=generated). Returns the
+  // workspace they need. A step cuDNN declines runs its generated kernel.
   size_t plan_cudnn_steps() {
     const std::shared_ptr<const Config> settings = config();
     const CudnnStepContext context{g_, buffers_, in_.buffers, context_.allow_tf32_convolution, *settings};
@@ -356,8 +356,8 @@ class InstanceBuilder {
 
   // Keeps, for each step cuDNN took, cuDNN's fastest engine or the generated kernel, as measured
   // on this device with this call's shapes (LUMINAL_SEARCH=0: cuDNN's first engine by rule;
-  // LUMINAL_CONVOLUTION=cudnn, LUMINAL_ATTENTION=cudnn: cuDNN's fastest). The timing runs write only the step's own output
-  // and the workspace, before any call.
+  // LUMINAL_CONVOLUTION=cudnn, LUMINAL_ATTENTION=cudnn: cuDNN's fastest). The timing runs write
+  // only the step's own output and the workspace, before any call.
   void choose_cudnn_steps() {
     const std::shared_ptr<const Config> settings = config();
     std::vector<Instance::CudnnStep> planned = std::move(in_.cudnn_steps);
@@ -726,7 +726,9 @@ class InstanceBuilder {
 void run_cudnn_step(const Instance& instance, const Instance::CudnnStep& call, const ir::Node& node,
                     CUstream stream) {
   std::vector<const void*> operands;
-  for (const ir::NodeId input : node.inputs) operands.push_back(reinterpret_cast<const void*>(instance.buffers[input].ptr));
+  for (const ir::NodeId input : node.inputs) {
+    operands.push_back(reinterpret_cast<const void*>(instance.buffers[input].ptr));
+  }
   call.library->run(operands, reinterpret_cast<void*>(instance.buffers[node.id].ptr), instance.workspace, stream);
 }
 
