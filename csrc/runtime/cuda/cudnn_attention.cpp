@@ -3,26 +3,18 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "runtime/cuda/cudnn_backend.h"
 
 namespace luminal::cuda {
 
-namespace {
-
-std::string ints(const std::vector<int64_t>& values) {
-  std::string text = "[";
-  for (size_t i = 0; i < values.size(); ++i) text += str_cat(i ? ", " : "", values[i]);
-  return text + "]";
-}
-
-}  // namespace
-
 std::string describe(const AttentionProblem& p) {
-  return str_cat("attention of ", dtype_name(p.dtype), " q ", ints(p.q_sizes), " (strides ", ints(p.q_strides),
-                 "), k ", ints(p.k_sizes), " (strides ", ints(p.k_strides), "), v ", ints(p.v_sizes), " (strides ",
-                 ints(p.v_strides), ") -> o ", ints(p.o_sizes), " (strides ", ints(p.o_strides), "), scale ",
-                 p.scale, ", pointers aligned to ", p.alignment, " bytes");
+  return str_cat("attention of ", dtype_name(p.dtype), " q ", int_list(p.q_sizes), " (strides ",
+                 int_list(p.q_strides), "), k ", int_list(p.k_sizes), " (strides ", int_list(p.k_strides), "), v ",
+                 int_list(p.v_sizes), " (strides ", int_list(p.v_strides), ") -> o ", int_list(p.o_sizes),
+                 " (strides ", int_list(p.o_strides), "), scale ", p.scale, ", pointers aligned to ", p.alignment,
+                 " bytes");
 }
 
 std::optional<std::string> cudnn_attention_refusal(const AttentionProblem& p) {

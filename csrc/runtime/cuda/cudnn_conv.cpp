@@ -3,26 +3,18 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/checked.h"
 #include "common/error.h"
 #include "runtime/cuda/cudnn_backend.h"
 
 namespace luminal::cuda {
 
-namespace {
-
-std::string ints(const std::vector<int64_t>& values) {
-  std::string text = "[";
-  for (size_t i = 0; i < values.size(); ++i) text += str_cat(i ? ", " : "", values[i]);
-  return text + "]";
-}
-
-}  // namespace
-
 std::string describe(const ConvolutionProblem& p) {
-  return str_cat("convolution of ", dtype_name(p.dtype), " x ", ints(p.x_sizes), " (strides ", ints(p.x_strides),
-                 ") by w ", ints(p.w_sizes), " (strides ", ints(p.w_strides), ") -> ", dtype_name(p.dtype), " ",
-                 ints(p.y_sizes), ", stride ", ints(p.stride), ", padding ", ints(p.padding), ", dilation ",
-                 ints(p.dilation), ", pointers aligned to ", p.alignment, " bytes");
+  return str_cat("convolution of ", dtype_name(p.dtype), " x ", int_list(p.x_sizes), " (strides ",
+                 int_list(p.x_strides), ") by w ", int_list(p.w_sizes), " (strides ", int_list(p.w_strides), ") -> ",
+                 dtype_name(p.dtype), " ", int_list(p.y_sizes), ", stride ", int_list(p.stride), ", padding ",
+                 int_list(p.padding), ", dilation ", int_list(p.dilation), ", pointers aligned to ", p.alignment,
+                 " bytes");
 }
 
 #if LUMINAL_HAVE_CUDNN
