@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -681,8 +682,75 @@ void fuse_matmul_epilogues(Graph& graph) {
   }
 }
 
+namespace {
+
+// Nodes whose value is a pure function of their inputs and definition: two with the same
+// definition and inputs hold the same tensor. (The IR has no random or effectful expressions.)
+bool mergeable(const Node& node) {
+  return (node.kind == NodeKind::Pointwise || node.kind == NodeKind::Reduce) &&
+         node.contraction == ir::Contraction::None && !node.convolution && node.body;
+}
+
+bool same_exprs(const std::vector<Expr>& a, const std::vector<Expr>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!ir::expr_equal(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+bool same_definition(const Node& a, const Node& b) {
+  return a.kind == b.kind && a.dtype == b.dtype && a.reduce_op == b.reduce_op && a.inputs == b.inputs &&
+         same_exprs(a.shape, b.shape) && same_exprs(a.reduce_extents, b.reduce_extents) &&
+         ir::expr_equal(a.body, b.body);
+}
+
+size_t definition_hash(const Node& node) {
+  size_t h = std::hash<int>()(static_cast<int>(node.kind) * 1024 + static_cast<int>(node.dtype) * 16 +
+                              static_cast<int>(node.reduce_op));
+  const auto mix = [&h](size_t value) { h ^= value + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+  mix(node.body->hash);
+  for (const Expr& e : node.shape) mix(e->hash);
+  for (const Expr& e : node.reduce_extents) mix(e->hash);
+  for (NodeId input : node.inputs) mix(std::hash<NodeId>()(input));
+  return h;
+}
+
+}  // namespace
+
+void eliminate_common_subexpressions(Graph& graph) {
+  std::vector<NodeId> replacement(graph.size());
+  for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) replacement[id] = id;
+  std::vector<bool> is_output(graph.size(), false);
+  for (const ir::GraphOutput& out : graph.outputs) {
+    if (out.kind == ir::GraphOutput::Kind::Tensor) is_output[out.node] = true;
+  }
+  std::unordered_multimap<size_t, NodeId> seen;
+  for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
+    Node& node = graph.node(id);
+    for (NodeId& input : node.inputs) input = replacement[input];
+    if (!mergeable(node)) continue;
+    const size_t hash = definition_hash(node);
+    std::optional<NodeId> same;
+    const auto [first, last] = seen.equal_range(hash);
+    for (auto it = first; it != last && !same; ++it) {
+      if (same_definition(graph.node(it->second), node)) same = it->second;
+    }
+    // A graph output keeps its own node (the caller's tensor); it can still stand in for later ones.
+    if (same && !is_output[id]) {
+      replacement[id] = *same;
+    } else {
+      seen.emplace(hash, id);
+    }
+  }
+}
+
 Graph optimize(Graph graph, const OptimizeOptions& options) {
   graph.verify();
+  // Before inlining: a duplicate (an attention mask or position rebuilt in every layer) would be
+  // inlined into, or computed for, each of its readers.
+  eliminate_common_subexpressions(graph);
+  graph = eliminate_dead_code(graph);
   if (options.lower_small_matmuls || options.lower_all_matmuls) lower_small_matmuls(graph, options);
   if (options.inline_pointwise) inline_pointwise(graph, options);
   // Inlining leaves the absorbed producers behind; use counts must not see them.

@@ -35,7 +35,8 @@ struct OptimizeOptions {
   bool assign_layouts = true;
 };
 
-// The standard pipeline: inlining, dead-code elimination, output materialization, verification.
+// The standard pipeline: common subexpressions merged, inlining, dead-code elimination, output
+// materialization, layouts, verification.
 ir::Graph optimize(ir::Graph graph, const OptimizeOptions& options = {});
 
 // For the CUDA engine's node kernels (schedule::Mapping::WarpPerRow): a pointwise producer holding
@@ -55,6 +56,11 @@ ir::Graph assign_layouts(const ir::Graph& graph);
 
 // Removes nodes that no output depends on (Input nodes always stay: they are the call signature).
 ir::Graph eliminate_dead_code(const ir::Graph& graph);
+
+// Readers of a pointwise or reduce node that repeats an earlier one (the same definition over the
+// same inputs) read the earlier one instead; the repeat is left unread (eliminate_dead_code drops
+// it). A graph output keeps its node.
+void eliminate_common_subexpressions(ir::Graph& graph);
 
 // Substitutes pointwise producers into the bodies of pointwise and reduce consumers.
 void inline_pointwise(ir::Graph& graph, const OptimizeOptions& options);

@@ -55,6 +55,37 @@ return %3)");
 return %2)");
 }
 
+// Repeats (the same definition over the same inputs, also once their own inputs were merged) are
+// read through the first; a reduction repeats too; outputs keep their nodes; a different constant
+// or reduction is no repeat.
+TEST(PassGolden, EliminateCommonSubexpressions) {
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(4), int_const(5)});
+  const NodeId a = unary_op(f, x, ExprOp::Exp);
+  const NodeId b = unary_op(f, x, ExprOp::Exp);                 // repeats a
+  const NodeId a2 = scaled(f, a, 2.0);
+  const NodeId b2 = scaled(f, b, 2.0);                          // repeats a2 once b is a
+  const NodeId b3 = scaled(f, b, 3.0);                          // another constant
+  const NodeId sum_a = f.b().reduce_dims(a2, {1}, false, ReduceOp::Sum, DType::F32);
+  const NodeId sum_b = f.b().reduce_dims(b2, {1}, false, ReduceOp::Sum, DType::F32);  // repeats sum_a
+  const NodeId max_b = f.b().reduce_dims(b2, {1}, false, ReduceOp::Max, DType::F32);  // another reduction
+  f.output(binary_op(f, sum_a, sum_b, ExprOp::Add));
+  f.output(max_b);
+  f.output(b3);
+  f.output(unary_op(f, x, ExprOp::Exp));  // an output that repeats a: keeps its node
+  Graph graph = f.graph();
+  passes::eliminate_common_subexpressions(graph);
+  EXPECT_EQ(text(passes::eliminate_dead_code(graph)), R"(%0: f32[4, 5] = input user #0 "in0"
+%1: f32[4, 5] = pointwise(%0) { exp(load0[i0, i1]) }  # test
+%2: f32[4, 5] = pointwise(%1) { mul(load0[i0, i1], 2) }  # test
+%3: f32[4, 5] = pointwise(%1) { mul(load0[i0, i1], 3) }  # test
+%4: f32[4] = reduce.sum(%2) over [r0 < 5] { load0[i0, r0] }  # test
+%5: f32[4] = reduce.max(%2) over [r0 < 5] { load0[i0, r0] }  # test
+%6: f32[4] = pointwise(%4, %4) { add(load0[i0], load1[i0]) }  # test
+%7: f32[4, 5] = pointwise(%0) { exp(load0[i0, i1]) }  # test
+return %6, %5, %3, %7)");
+}
+
 TEST(PassGolden, InlinePointwise) {
   GraphFixture f;
   const NodeId x = f.input(DType::F32, {int_const(4), int_const(3)});
