@@ -747,10 +747,6 @@ void eliminate_common_subexpressions(Graph& graph) {
 
 Graph optimize(Graph graph, const OptimizeOptions& options) {
   graph.verify();
-  // Before inlining: a duplicate (an attention mask or position rebuilt in every layer) would be
-  // inlined into, or computed for, each of its readers.
-  eliminate_common_subexpressions(graph);
-  graph = eliminate_dead_code(graph);
   if (options.lower_small_matmuls || options.lower_all_matmuls) lower_small_matmuls(graph, options);
   if (options.inline_pointwise) inline_pointwise(graph, options);
   // Inlining leaves the absorbed producers behind; use counts must not see them.
@@ -769,6 +765,11 @@ Graph optimize(Graph graph, const OptimizeOptions& options) {
     inline_reductions(graph, options);
     graph = eliminate_dead_code(graph);
   }
+  // After inlining, so that only nodes that stay kernels merge (an attention mask or a RoPE table
+  // rebuilt in every layer): merging before would give a producer that each reader used to inline
+  // several readers, and keep it as a kernel of its own.
+  eliminate_common_subexpressions(graph);
+  graph = eliminate_dead_code(graph);
   materialize_outputs(graph);
   Graph out = eliminate_dead_code(graph);
   // After materialize_outputs: the nodes the caller's outputs are written from are final (and stay).

@@ -35,7 +35,7 @@ struct OptimizeOptions {
   bool assign_layouts = true;
 };
 
-// The standard pipeline: common subexpressions merged, inlining, dead-code elimination, output
+// The standard pipeline: inlining, dead-code elimination, common subexpressions merged, output
 // materialization, layouts, verification.
 ir::Graph optimize(ir::Graph graph, const OptimizeOptions& options = {});
 
