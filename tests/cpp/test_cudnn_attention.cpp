@@ -60,6 +60,8 @@ TEST(CudnnAttentionRefusal, RefusesWhatTheOperationCannotCompute) {
   EXPECT_NE(refusal([](AttentionProblem& p) { p.o_sizes[2] = 196; }).find("do not pair up"), std::string::npos);
   EXPECT_NE(refusal([](AttentionProblem& p) { p.v_sizes[2] = 100; }).find("do not pair up"), std::string::npos);
   EXPECT_NE(refusal([](AttentionProblem& p) { p.q_sizes.pop_back(); }).find("rank 4"), std::string::npos);
+  EXPECT_NE(refusal([](AttentionProblem& p) { p.k_sizes[2] = p.v_sizes[2] = 0; }).find("empty"), std::string::npos);
+  EXPECT_NE(refusal([](AttentionProblem& p) { p.q_sizes[2] = p.o_sizes[2] = 0; }).find("empty"), std::string::npos);
 }
 
 }  // namespace

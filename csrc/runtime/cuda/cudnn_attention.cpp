@@ -31,6 +31,9 @@ std::optional<std::string> cudnn_attention_refusal(const AttentionProblem& p) {
                             p.k_sizes[3] == head && p.v_sizes[2] == p.k_sizes[2] && p.o_sizes[0] == batch &&
                             p.o_sizes[1] == heads && p.o_sizes[2] == p.q_sizes[2] && p.o_sizes[3] == value_head;
   if (!shapes_match || kv_heads <= 0 || heads % kv_heads != 0) return std::string("shapes that do not pair up");
+  for (const int64_t size : {batch, heads, p.q_sizes[2], p.k_sizes[2]}) {
+    if (size <= 0) return std::string("an empty batch, head or sequence");
+  }
   // cuDNN's flash kernels read and write rows of the head dimension with 16-byte vectors.
   if (head % 8 != 0 || value_head % 8 != 0 || head > 256 || value_head > 256) {
     return str_cat("head sizes ", head, " and ", value_head, " (cuDNN takes multiples of 8 up to 256)");

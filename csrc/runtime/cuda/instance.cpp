@@ -401,9 +401,16 @@ class InstanceBuilder {
     if (!settings.search) {
       times = str_cat(call.library->chosen_name(), ", by rule");
     } else {
-      const float library_ms =
-          call.library->select_fastest(cudnn_operands(node), reinterpret_cast<void*>(in_.buffers[node.id].ptr),
-                                       in_.workspace, stream, host_syncs_);
+      float library_ms = 0;
+      try {
+        library_ms =
+            call.library->select_fastest(cudnn_operands(node), reinterpret_cast<void*>(in_.buffers[node.id].ptr),
+                                         in_.workspace, stream, host_syncs_);
+      } catch (const Error& error) {  // every engine failed to run: the generated kernel does it
+        in_.choices.push_back(
+            str_cat(describe_step(node), ": generated kernel (cuDNN failed: ", first_line(error.what()), ")"));
+        return;
+      }
       times = str_cat(call.library->chosen_name(), " ", library_ms, " ms");
       if (against_generated_[step]) {
         if (const std::optional<float> generated_ms = time_generated(step)) {
