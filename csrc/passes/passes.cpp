@@ -718,6 +718,51 @@ size_t definition_hash(const Node& node) {
 
 }  // namespace
 
+namespace {
+
+// A node that repeats each head of a [B, Hk, L, D] tensor `group` times ([B, Hk * group, L, D],
+// head h = head floordiv(h, group) of the source): grouped-query attention's expanded keys or
+// values. Returns (source, group), or nullopt.
+std::optional<std::pair<NodeId, int64_t>> repeated_heads(const Graph& graph, NodeId id) {
+  const Node& node = graph.node(id);
+  if (node.kind != NodeKind::Pointwise || node.contraction != ir::Contraction::None || node.inputs.size() != 1 ||
+      !node.body || node.body->op != ExprOp::Load || node.body->masked || node.rank() != 4) {
+    return std::nullopt;
+  }
+  const Node& source = graph.node(node.inputs[0]);
+  const Expr& head = node.body->args.size() == 4 ? node.body->args[1] : nullptr;
+  if (source.rank() != 4 || source.dtype != node.dtype || !head || head->op != ExprOp::FloorDiv ||
+      head->args[1]->op != ExprOp::Const || head->args[1]->int_value < 1) {
+    return std::nullopt;
+  }
+  const int64_t group = head->args[1]->int_value;
+  const Expr expected = ir::load(0, node.dtype,
+                                 {ir::loop_var(0), ir::floordiv(ir::loop_var(1), ir::int_const(group)),
+                                  ir::loop_var(2), ir::loop_var(3)});
+  const bool same_other_dims = ir::expr_equal(node.shape[0], source.shape[0]) &&
+                               ir::expr_equal(node.shape[2], source.shape[2]) &&
+                               ir::expr_equal(node.shape[3], source.shape[3]);
+  const Expr heads = ir::simplify(ir::mul(source.shape[1], ir::int_const(group)), {});
+  if (!ir::expr_equal(node.body, expected) || !same_other_dims || !ir::expr_equal(heads, node.shape[1])) {
+    return std::nullopt;
+  }
+  return std::make_pair(node.inputs[0], group);
+}
+
+}  // namespace
+
+void read_grouped_heads_in_place(Graph& graph) {
+  for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
+    Node& node = graph.node(id);
+    if (node.kind != NodeKind::Attention) continue;
+    const auto k = repeated_heads(graph, node.inputs[1]), v = repeated_heads(graph, node.inputs[2]);
+    // Keys and values must keep one head count: both fold, by the same group.
+    if (!k || !v || k->second != v->second || k->second < 2) continue;
+    node.inputs[1] = k->first;
+    node.inputs[2] = v->first;
+  }
+}
+
 void eliminate_common_subexpressions(Graph& graph) {
   std::vector<NodeId> replacement(graph.size());
   for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) replacement[id] = id;
@@ -765,6 +810,7 @@ Graph optimize(Graph graph, const OptimizeOptions& options) {
     inline_reductions(graph, options);
     graph = eliminate_dead_code(graph);
   }
+  read_grouped_heads_in_place(graph);
   // After inlining, so that only nodes that stay kernels merge (an attention mask or a RoPE table
   // rebuilt in every layer): merging before would give a producer that each reader used to inline
   // several readers, and keep it as a kernel of its own.

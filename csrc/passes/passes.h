@@ -62,6 +62,12 @@ ir::Graph eliminate_dead_code(const ir::Graph& graph);
 // it). A graph output keeps its node.
 void eliminate_common_subexpressions(ir::Graph& graph);
 
+// Grouped-query attention whose keys and values were expanded to the query heads (a node reading
+// head floordiv(h, group) of a [B, Hk, L, D] tensor, for both, with one group) reads the
+// unexpanded tensors instead: attention's own kv-head mapping (h / (H / Hk)) is the same, and the
+// expanded copies (the whole cache, `group` times, in a decode step) are no longer written.
+void read_grouped_heads_in_place(ir::Graph& graph);
+
 // Substitutes pointwise producers into the bodies of pointwise and reduce consumers.
 void inline_pointwise(ir::Graph& graph, const OptimizeOptions& options);
 

@@ -86,6 +86,35 @@ TEST(PassGolden, EliminateCommonSubexpressions) {
 return %6, %5, %3, %7)");
 }
 
+// Grouped-query attention on keys and values expanded to the query heads reads the unexpanded
+// tensors; with different groups for keys and values (or one not expanded) nothing changes.
+TEST(PassGolden, ReadGroupedHeadsInPlace) {
+  const auto repeat_heads = [](GraphFixture& f, NodeId source, int64_t group) {
+    Node node;
+    node.kind = NodeKind::Pointwise;
+    node.dtype = DType::BF16;
+    node.shape = {int_const(1), int_const(8), int_const(5), int_const(8)};  // 8 query heads
+    node.inputs = {source};
+    node.body = load(0, DType::BF16, {loop_var(0), floordiv(loop_var(1), int_const(group)), loop_var(2), loop_var(3)});
+    node.origin = "repeat";
+    return f.graph().add(std::move(node));
+  };
+  for (const int64_t v_group : {int64_t{4}, int64_t{2}}) {
+    GraphFixture f;
+    const NodeId q = f.input(DType::BF16, {int_const(1), int_const(8), int_const(1), int_const(8)});
+    const NodeId k = f.input(DType::BF16, {int_const(1), int_const(2), int_const(5), int_const(8)});
+    const NodeId v = f.input(DType::BF16, {int_const(1), int_const(8 / v_group), int_const(5), int_const(8)});
+    f.b().set_origin("attention");
+    const NodeId k_repeated = repeat_heads(f, k, 4);
+    const NodeId v_repeated = repeat_heads(f, v, v_group);
+    f.output(f.b().attention(q, k_repeated, v_repeated, std::nullopt, 0.125, false));
+    Graph graph = f.graph();
+    passes::read_grouped_heads_in_place(graph);
+    const std::string expected = v_group == 4 ? "attention(q %0, k %1, v %2)" : "attention(q %0, k %3, v %4)";
+    EXPECT_NE(text(passes::eliminate_dead_code(graph)).find(expected), std::string::npos) << text(graph);
+  }
+}
+
 TEST(PassGolden, InlinePointwise) {
   GraphFixture f;
   const NodeId x = f.input(DType::F32, {int_const(4), int_const(3)});
