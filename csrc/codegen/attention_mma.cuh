@@ -142,6 +142,7 @@ extern "C" __global__ void __launch_bounds__(128, LM_MIN_BLOCKS) LM_KERNEL(const
         float lm_s[LM_NS][4];
 #pragma unroll
         for (int n = 0; n < LM_NS; ++n) lm_s[n][0] = lm_s[n][1] = lm_s[n][2] = lm_s[n][3] = 0.f;
+        // ldmatrix.x4: lanes 8i..8i+7 address the rows of matrix i.
         const int lm_matrix = lm_lane >> 3, lm_matrix_row = lm_lane & 7;
 #pragma unroll
         for (int s = 0; s < LM_KS; ++s) {
@@ -166,12 +167,11 @@ extern "C" __global__ void __launch_bounds__(128, LM_MIN_BLOCKS) LM_KERNEL(const
                                  LM_KERNEL_pack(lm_s[2 * t][2], lm_s[2 * t][3]),
                                  LM_KERNEL_pack(lm_s[2 * t + 1][0], lm_s[2 * t + 1][1]),
                                  LM_KERNEL_pack(lm_s[2 * t + 1][2], lm_s[2 * t + 1][3])};
-          const int matrix = lm_lane >> 3, row = lm_lane & 7;
 #pragma unroll
           for (int n = 0; n < LM_NO; n += 2) {
             unsigned b[4];
-            const int value = t * 16 + (matrix & 1) * 8 + row;
-            LM_KERNEL_ldmatrix_trans(b, &lm_vs[lm_buffer][value][(n + (matrix >> 1)) * 8]);
+            const int value = t * 16 + (lm_matrix & 1) * 8 + lm_matrix_row;
+            LM_KERNEL_ldmatrix_trans(b, &lm_vs[lm_buffer][value][(n + (lm_matrix >> 1)) * 8]);
             LM_KERNEL_mma(lm_o[n], a, b[0], b[1]);
             LM_KERNEL_mma(lm_o[n + 1], a, b[2], b[3]);
           }

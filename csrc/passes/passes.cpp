@@ -716,10 +716,6 @@ size_t definition_hash(const Node& node) {
   return h;
 }
 
-}  // namespace
-
-namespace {
-
 // A node that repeats each head of a [B, Hk, L, D] tensor `group` times ([B, Hk * group, L, D],
 // head h = head floordiv(h, group) of the source): grouped-query attention's expanded keys or
 // values. Returns (source, group), or nullopt.

@@ -16,8 +16,6 @@ using schedule::StepKind;
 
 namespace {
 
-int alignment_of(CUdeviceptr address) { return cuda::pointer_alignment(static_cast<uintptr_t>(address)); }
-
 // Where an operand's memory is: a view read by strides lives in its base's.
 Placement memory_placement(const CudnnStepContext& c, NodeId id) {
   const Placement where = c.buffers.placement[id];
@@ -29,7 +27,7 @@ Placement memory_placement(const CudnnStepContext& c, NodeId id) {
 // its offsets (in `memory` until the arena is allocated) are known.
 int planned_alignment(const CudnnStepContext& c, const std::vector<NodeId>& operands) {
   int alignment = static_cast<int>(kArenaAlignment);
-  for (const NodeId id : operands) alignment = std::min(alignment, alignment_of(c.memory[id].ptr));
+  for (const NodeId id : operands) alignment = std::min(alignment, cuda::pointer_alignment(c.memory[id].ptr));
   return alignment;
 }
 
@@ -93,7 +91,7 @@ std::optional<cuda::ConvolutionProblem> convolution_problem(const CudnnStepConte
   p.alignment = static_cast<int>(kArenaAlignment);
   for (const NodeId id : {x, w}) {
     if (c.buffers.placement[id] != Placement::Arena) {
-      p.alignment = std::min(p.alignment, alignment_of(c.memory[id].ptr));
+      p.alignment = std::min(p.alignment, cuda::pointer_alignment(c.memory[id].ptr));
     }
   }
   p.allow_tf32 = c.allow_tf32_convolution;

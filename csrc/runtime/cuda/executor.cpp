@@ -291,7 +291,7 @@ void Executor::run_steps_one_by_one(Instance& instance, void* raw_stream) {
     }
   };
   try {
-    size_t launch_index = 0, matmul_index = 0, conv_index = 0;
+    size_t launch_index = 0, matmul_index = 0, cudnn_index = 0;
     for (size_t s = 0; s < steps.size(); ++s) {
       const schedule::Step& step = steps[s];
       const Node& node = graph.node(step.node);
@@ -315,8 +315,8 @@ void Executor::run_steps_one_by_one(Instance& instance, void* raw_stream) {
         });
         continue;
       }
-      if (conv_index < instance.cudnn_steps.size() && instance.cudnn_steps[conv_index].step == s) {
-        const Instance::CudnnStep& call = instance.cudnn_steps[conv_index++];
+      if (cudnn_index < instance.cudnn_steps.size() && instance.cudnn_steps[cudnn_index].step == s) {
+        const Instance::CudnnStep& call = instance.cudnn_steps[cudnn_index++];
         timed_step(call.library->chosen_name(),
                    [&] { run_cudnn_step(instance, call, node, static_cast<CUstream>(stream)); });
         continue;

@@ -368,13 +368,6 @@ class InstanceBuilder {
                                               4 * sizeof(int64_t), static_cast<CUstream>(context_.stream)));
   }
 
-  // The device pointers cuDNN reads for step `node`'s inputs.
-  std::vector<const void*> cudnn_operands(const Node& node) const {
-    std::vector<const void*> operands;
-    for (const NodeId input : node.inputs) operands.push_back(reinterpret_cast<const void*>(in_.buffers[input].ptr));
-    return operands;
-  }
-
   // One step cuDNN took: keeps `call` in in_.cudnn_steps, or leaves the step to its generated
   // kernel. The choice text: "cuDNN (cuDNN engine 71 0.09 ms, generated kernel 14.3 ms)".
   void choose_cudnn_step(Instance::CudnnStep& call, const Config& settings) {
@@ -383,7 +376,7 @@ class InstanceBuilder {
     const CUstream stream = static_cast<CUstream>(context_.stream);
     if (product(in_.buffers[node.id].sizes) == 0) return;
     int alignment = alignment_of(in_.buffers[node.id].ptr);
-    for (const void* operand : cudnn_operands(node)) {
+    for (const void* operand : cudnn_operands(in_, node)) {
       alignment = std::min(alignment, alignment_of(reinterpret_cast<CUdeviceptr>(operand)));
     }
     const CudnnLookup& cached = cudnn_lookups_[step];
@@ -404,7 +397,7 @@ class InstanceBuilder {
       float library_ms = 0;
       try {
         library_ms =
-            call.library->select_fastest(cudnn_operands(node), reinterpret_cast<void*>(in_.buffers[node.id].ptr),
+            call.library->select_fastest(cudnn_operands(in_, node), reinterpret_cast<void*>(in_.buffers[node.id].ptr),
                                          in_.workspace, stream, host_syncs_);
       } catch (const Error& error) {  // every engine failed to run: the generated kernel does it
         in_.choices.push_back(
@@ -677,7 +670,7 @@ class InstanceBuilder {
   void record_graph() {
     const cuda::DriverApi& api = cuda::driver();
     LUMINAL_CU(api.cuGraphCreate(&in_.graph, 0));
-    size_t launch_index = 0, matmul_index = 0, conv_index = 0;
+    size_t launch_index = 0, matmul_index = 0, cudnn_index = 0;
     for (size_t s = 0; s < steps().size(); ++s) {
       const schedule::Step& step = steps()[s];
       if (step.kind == StepKind::LibraryMatmul) {
@@ -690,9 +683,9 @@ class InstanceBuilder {
         ++matmul_index;
         continue;
       }
-      if (conv_index < in_.cudnn_steps.size() && in_.cudnn_steps[conv_index].step == s) {
+      if (cudnn_index < in_.cudnn_steps.size() && in_.cudnn_steps[cudnn_index].step == s) {
         const Node& node = g_.node(step.node);
-        const Instance::CudnnStep& call = in_.cudnn_steps[conv_index++];
+        const Instance::CudnnStep& call = in_.cudnn_steps[cudnn_index++];
         record_library_call([&](CUstream stream) { run_cudnn_step(in_, call, node, stream); });
         continue;
       }
@@ -730,13 +723,18 @@ class InstanceBuilder {
 
 }  // namespace
 
-void run_cudnn_step(const Instance& instance, const Instance::CudnnStep& call, const ir::Node& node,
-                    CUstream stream) {
+std::vector<const void*> cudnn_operands(const Instance& instance, const ir::Node& node) {
   std::vector<const void*> operands;
   for (const ir::NodeId input : node.inputs) {
     operands.push_back(reinterpret_cast<const void*>(instance.buffers[input].ptr));
   }
-  call.library->run(operands, reinterpret_cast<void*>(instance.buffers[node.id].ptr), instance.workspace, stream);
+  return operands;
+}
+
+void run_cudnn_step(const Instance& instance, const Instance::CudnnStep& call, const ir::Node& node,
+                    CUstream stream) {
+  call.library->run(cudnn_operands(instance, node), reinterpret_cast<void*>(instance.buffers[node.id].ptr),
+                    instance.workspace, stream);
 }
 
 std::unique_ptr<Instance> build_instance(const CudaProgram& program, const DeviceState& device,

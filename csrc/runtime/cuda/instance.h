@@ -147,6 +147,9 @@ struct Instance {
   }
 };
 
+// The device pointers cuDNN reads for `node`'s inputs, in the node's order.
+std::vector<const void*> cudnn_operands(const Instance& instance, const ir::Node& node);
+
 // Enqueues a step cuDNN computes on `stream`.
 void run_cudnn_step(const Instance& instance, const Instance::CudnnStep& call, const ir::Node& node,
                              CUstream stream);
