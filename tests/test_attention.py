@@ -1,6 +1,7 @@
 """scaled_dot_product_attention against eager: causal, boolean and additive masks, explicit scale,
-grouped-query heads, every float dtype. On CUDA export picks the flash, memory-efficient or cuDNN
-kernel by dtype and mask (on the CPU the CPU flash kernel); luminal translates each into one fused
+grouped-query heads, every float dtype. On CUDA export picks the memory-efficient or cuDNN kernel
+by dtype and mask (luminal exports without the flash kernel, whose node torch.export cannot always
+serialize; on the CPU the CPU flash kernel); luminal translates each into one fused
 attention node, so all of them must compile and match. tests/test_fused_attention.py covers the
 node itself (shapes, masks, layouts, dtypes)."""
 

@@ -73,8 +73,7 @@ def _run(module: torch.nn.Module, *inputs: torch.Tensor) -> tuple[torch.Tensor, 
 SHAPES = {
     "vit": (2, 197, 4, 64, 4),
     "odd": (3, 33, 2, 128, 2),
-    # Batch 1. (A sequence of one token is no case here: eager runs it on the flash kernel, whose
-    # node torch.export cannot serialize on torch 2.11, so the graph runs in eager.)
+    # Batch 1. (One query per head, a decode step, is test_fused_attention.py's decode cases.)
     "one-batch": (1, 33, 2, 64, 2),
     "head-80": (1, 50, 3, 80, 3),
     "gqa": (2, 40, 4, 64, 2),

@@ -145,6 +145,42 @@ def test_attention_shapes(dtype: torch.dtype, shape: str, is_causal: bool, devic
     check_attention(q, k, v, is_causal=is_causal)
 
 
+DECODE_SHAPES = {
+    "one_key": dict(queries=1, keys=1),
+    "one_query_two_chunks": dict(queries=1, keys=300),
+    "three_queries_two_chunks": dict(queries=3, keys=300, head_size=24),
+    "two_queries_head_256": dict(batch=1, heads=2, kv_heads=2, queries=2, keys=70, head_size=256),
+}
+
+
+@pytest.mark.parametrize("mask", ["none", "causal", "bool_keys", "float_full"])
+@pytest.mark.parametrize("shape", sorted(DECODE_SHAPES))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_decode_attention(dtype: torch.dtype, shape: str, mask: str, device: str) -> None:
+    """A few queries (decode steps: codegen's attention_decode.cuh on CUDA, keys scored in chunks of
+    256): several chunks, an odd head size, a head of 256, every mask kind."""
+    q, k, v = qkv(dtype, device, **DECODE_SHAPES[shape])
+    fused = not (device == "cuda" and dtype == torch.float64)
+    check_attention(q, k, v, make_mask(mask, q, k), is_causal=mask == "causal", fused=fused)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_decode_attention_whose_first_chunk_is_masked(dtype: torch.dtype, device: str) -> None:
+    """Keys seen only from the second chunk on (the running max starts at -inf there), a row that
+    sees nothing (zeros), and keys/values read as transposed views of a [B, L, H, D] cache."""
+    batch, heads, keys, dim = 2, 3, 300, 32
+    q = rand(batch, heads, 2, dim, dtype=dtype, device=device, low=-1, high=1)
+    k, v = (rand(batch, keys, heads, dim, dtype=dtype, device=device, low=-1, high=1).transpose(1, 2) for _ in range(2))
+    allowed = torch.zeros(batch, 1, 2, keys, dtype=torch.bool, device=device)
+    allowed[:, :, 0, 260:] = rand(batch, 1, keys - 260, dtype=torch.bool, device=device)
+    allowed[:, :, 0, 299] = True
+    # An additive mask of 0 / -inf: a bool mask reaches torch's cuDNN kernel (half types on CUDA)
+    # as 0 / -65504, where a row that sees nothing is the plain average of the values, in eager too.
+    mask = torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(~allowed, -math.inf)
+    out = check_attention(q, k, v, mask)
+    assert torch.equal(out[:, :, 1], torch.zeros_like(out[:, :, 1]))
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_attention_scale_argument(dtype: torch.dtype, device: str) -> None:
     q, k, v = qkv(dtype, device, queries=5, keys=6, head_size=16)

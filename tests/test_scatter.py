@@ -230,3 +230,38 @@ def test_scatter_that_takes_over_its_base_read_by_a_matmul_through_a_view(device
 
     idx = torch.tensor([1, 40], device=device)
     check(fn, rand(64, 48, device=device), idx, rand(2, 48, device=device), rand(64, 40, device=device))
+
+
+def write_rotated_keys(cache: torch.Tensor, position: torch.Tensor, keys: torch.Tensor, cos: torch.Tensor) -> Any:
+    """A decode step's cache write: keys [B, 1, H * D] split into heads, rotated (RoPE-like: a
+    half swap with a sign) and scaled, written at position + 0 (the index is computed too)."""
+    heads = cache.shape[1]
+    k = keys.view(keys.shape[0], 1, heads, -1).transpose(1, 2)
+    half = k.shape[-1] // 2
+    rotated = torch.cat((-k[..., half:], k[..., :half]), dim=-1)
+    k = k * cos + rotated * (1 - cos)
+    cache.index_copy_(2, position + torch.arange(1, device=position.device), k)
+    return cache.sum(-1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_values_and_indices_computed_inside_the_scatter(dtype: torch.dtype, device: str) -> None:
+    """The transposed, rotated keys and the index arithmetic are pointwise producers of the scatter:
+    they are computed inside it (no kernel of their own) and the cache is still written in place,
+    at every position written in turn (each later write reading the earlier ones through the sum)."""
+    captured: list[Any] = []
+    compiled = torch.compile(write_rotated_keys, backend=capturing_backend(captured))
+    cache = rand(2, 3, 16, 8, dtype=dtype, device=device)
+    expected_cache = cache.clone()
+    cos = rand(1, 1, 1, 8, dtype=dtype, device=device)
+    for position in (0, 5, 15):
+        keys = rand(2, 1, 24, dtype=dtype, device=device)
+        pos = torch.tensor([position], device=device)
+        expected = write_rotated_keys(expected_cache, pos, keys, cos)
+        assert_same(compiled(cache, pos, keys, cos), expected, tolerance_scale=4)
+        assert_same(cache, expected_cache, tolerance_scale=4)
+    ir = captured[0].ir()
+    scatter = next(line for line in ir.splitlines() if "= scatter(" in line)
+    assert "index_copy" in scatter and "neg(" in scatter, ir
+    assert "pointwise" not in "".join(line for line in ir.splitlines() if "transpose" in line), ir
+    assert captured[0].stats()["scatter_copy_bytes"] == 0

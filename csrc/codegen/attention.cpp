@@ -14,6 +14,8 @@ extern const char kAttentionMmaTemplate[];
 extern const char kAttentionTf32Template[];
 // attention_common.cuh: tile staging and the online softmax of the two tensor-core variants.
 extern const char kAttentionCommon[];
+// attention_decode.cuh: a few queries (decode steps), the keys spread over a block per query.
+extern const char kAttentionDecodeTemplate[];
 }  // namespace luminal::embedded
 
 namespace luminal::codegen::detail {
@@ -25,6 +27,9 @@ constexpr int64_t kQueryTile = 16, kKeyTile = 32;
 constexpr int64_t kMmaQueryTile = 64;  // attention_mma.cuh, attention_tf32.cuh: 16 query rows per warp
 constexpr int64_t kMmaMaxHeadSize = 128;
 constexpr int64_t kStaticSharedBytes = 48 * 1024;
+// attention_decode.cuh: at most this many queries (a static size), keys scored in chunks of 256 by a
+// block of four warps.
+constexpr int64_t kDecodeMaxQueries = 4, kDecodeChunk = 256, kDecodeWarps = 4;
 
 // How a value of `dtype` becomes a number: the conversion applied to the stored element.
 const char* from_storage(DType dtype) {
@@ -47,9 +52,19 @@ int64_t static_size(const Expr& e, const char* what, const std::string& origin) 
   return *n;
 }
 
+// Whether attention_decode.cuh takes this node: a static query count of at most kDecodeMaxQueries
+// (a decode step: the tile kernels would compute 16 or 64 query rows, almost all padding, with one
+// block walking every key), and its shared arrays within the static limit.
+bool decode_kernel_fits(const Expr& queries, int64_t value_size, int64_t element) {
+  const auto count = ir::as_int_const(queries);
+  const int64_t shared = (kDecodeChunk + kDecodeWarps * (value_size + 2)) * element;
+  return count && *count <= kDecodeMaxQueries && shared <= kStaticSharedBytes;
+}
+
 }  // namespace
 
-// One block of 128 threads per (batch, head, tile of queries): on tensor cores with 64 queries,
+// A few queries (decode): attention_decode.cuh, one block of 128 threads per (batch, head, query).
+// Otherwise one block of 128 threads per (batch, head, tile of queries): on tensor cores with 64 queries,
 // attention_mma.cuh for f16/bf16 with head sizes multiples of 16 up to 128 and attention_tf32.cuh
 // for f32 with head sizes multiples of 8 up to 128 (both after attention_common.cuh); otherwise
 // attention.cuh (SIMT, 16 queries, any dtype and head size). Operands are read by their run-time
@@ -73,7 +88,8 @@ Kernel KernelWriter::write_attention() {
   const int64_t k_step = half ? 16 : 8;
   const bool tensor_cores = (half || in == DType::F32) && head_size % k_step == 0 && value_size % k_step == 0 &&
                             head_size <= kMmaMaxHeadSize && value_size <= kMmaMaxHeadSize;
-  const int64_t query_tile = tensor_cores ? kMmaQueryTile : kQueryTile;
+  const bool decode = decode_kernel_fits(q.shape[2], value_size, element);
+  const int64_t query_tile = decode ? 1 : tensor_cores ? kMmaQueryTile : kQueryTile;
 
   Kernel kernel;
   const Expr query_tiles = ir::floordiv(ir::add(q.shape[2], ir::int_const(query_tile - 1)), ir::int_const(query_tile));
@@ -85,8 +101,9 @@ Kernel KernelWriter::write_attention() {
   text << "__device__ __forceinline__ " << storage_type(node_.dtype) << " LM_KERNEL_store(" << compute
        << " v) { return " << store_code(str_cat("(", value_type(node_.dtype), ")v")) << "; }\n";
   const char* const tensor_core_template = half ? embedded::kAttentionMmaTemplate : embedded::kAttentionTf32Template;
-  std::string body = tensor_cores ? str_cat("\n", embedded::kAttentionCommon, "\n", tensor_core_template)
-                                  : str_cat("\n", embedded::kAttentionTemplate);
+  std::string body = decode         ? str_cat("\n", embedded::kAttentionDecodeTemplate)
+                     : tensor_cores ? str_cat("\n", embedded::kAttentionCommon, "\n", tensor_core_template)
+                                    : str_cat("\n", embedded::kAttentionTemplate);
   body = replace_all(body, "@MMA_TYPE@", in == DType::F16 ? "f16" : "bf16");
   body = replace_all(body, "@TO_IN@", in == DType::F16 ? "lm_f2h" : "lm_f2bf");
   body = replace_all(body, "@B@", shape_code(q.shape[0]));

@@ -24,8 +24,13 @@ using ir::NodeKind;
 
 namespace detail {
 
+// A scatter's loop variables index its domain, not its shape.
+const ir::Shape& loop_shape(const Node& node) {
+  return node.kind == NodeKind::Scatter ? node.scatter_domain : node.shape;
+}
+
 ir::IndexRanges ranges_of(const Node& node) {
-  ir::IndexRanges ranges{node.shape, {}};
+  ir::IndexRanges ranges{loop_shape(node), {}};
   for (const Expr& extent : node.reduce_extents) ranges.reduce_extents.push_back(ir::is_shape_expr(extent) ? extent : nullptr);
   return ranges;
 }
@@ -41,6 +46,7 @@ std::vector<int> load_sites_per_slot(const Node& node) {
   };
   if (node.body) count(node.body);
   for (const Expr& extent : node.reduce_extents) count(extent);
+  for (const Expr& target : node.scatter_targets) count(target);
   return sites;
 }
 
@@ -49,9 +55,10 @@ std::vector<int> load_sites_per_slot(const Node& node) {
 std::vector<int> load_sites_per_node(const Graph& graph) {
   std::vector<int> uses(graph.size(), 0);
   for (const Node& node : graph.nodes()) {
-    // Scatters and attention read their operands as they are (their loads run over another space
-    // than their output), like matmuls: nothing is inlined into them.
-    if (node.reads_operands_whole()) {
+    // Matmuls and attention read their operands as they are: nothing is inlined into them. A
+    // scatter's base is its output's memory (read whole); its indices and values are bodies.
+    if (node.kind == NodeKind::Scatter) uses[node.inputs[0]] += 1000;
+    if (node.reads_operands_whole() && node.kind != NodeKind::Scatter) {
       for (NodeId input : node.inputs) uses[input] += 1000;
       continue;
     }
@@ -72,7 +79,8 @@ bool is_cheap(const Node& producer, int max_recompute_ops) {
 // consumer's iteration axes (output axes and reduction axes) that no load of the slot indexes.
 // Unknown (symbolic) extents count as unbounded.
 int64_t recompute_factor(const Node& consumer, size_t slot) {
-  std::vector<bool> loop_read(consumer.rank(), false);
+  const ir::Shape& space = loop_shape(consumer);
+  std::vector<bool> loop_read(space.size(), false);
   std::vector<bool> reduce_read(consumer.reduce_extents.size(), false);
   ir::visit(consumer.body, [&](const Expr& e) {
     if (e->op != ExprOp::Load || e->index != static_cast<int>(slot)) return;
@@ -92,7 +100,7 @@ int64_t recompute_factor(const Node& consumer, size_t slot) {
     factor = std::min(factor, std::numeric_limits<int64_t>::max() / 4);
   };
   for (size_t d = 0; d < loop_read.size(); ++d) {
-    if (!loop_read[d]) account(consumer.shape[d]);
+    if (!loop_read[d]) account(space[d]);
   }
   for (size_t d = 0; d < reduce_read.size(); ++d) {
     if (!reduce_read[d]) account(ir::is_shape_expr(consumer.reduce_extents[d]) ? consumer.reduce_extents[d] : nullptr);
@@ -170,6 +178,7 @@ void inline_slot(Graph& graph, Node& consumer, size_t slot) {
   };
   consumer.body = substitute(consumer.body);
   for (Expr& extent : consumer.reduce_extents) extent = substitute(extent);
+  for (Expr& target : consumer.scatter_targets) target = substitute(target);
 }
 
 // Drops input slots that no load reads any more, renumbering the loads.
@@ -178,7 +187,8 @@ void compact_slots(Node& node) {
   std::vector<int> remap(node.inputs.size(), -1);
   std::vector<NodeId> kept;
   for (size_t k = 0; k < node.inputs.size(); ++k) {
-    if (sites[k] == 0) continue;
+    const bool scatter_base = node.kind == NodeKind::Scatter && k == 0;  // no load reads it: it is the output
+    if (sites[k] == 0 && !scatter_base) continue;
     // Two slots reading the same node merge into one.
     auto it = std::find(kept.begin(), kept.end(), node.inputs[k]);
     if (it == kept.end()) {
@@ -197,6 +207,7 @@ void compact_slots(Node& node) {
   };
   node.body = renumber(node.body);
   for (Expr& extent : node.reduce_extents) extent = renumber(extent);
+  for (Expr& target : node.scatter_targets) target = renumber(target);
   node.inputs = std::move(kept);
 }
 
@@ -216,18 +227,40 @@ int arithmetic_op_count(const Expr& body) {
   return count;
 }
 
+namespace {
+
+// Whether inlining `producer` into a scatter would make the scatter read its base, whose memory its
+// output may be (an in-place update of an input): directly, or through a view of the base (a
+// pointwise node reading it, which may be placed in the base's memory). Either read could see
+// elements the scatter has already written.
+bool reads_scatter_base(const Graph& graph, const Node& producer, NodeId base) {
+  for (NodeId input : producer.inputs) {
+    if (input == base) return true;
+    const Node& read = graph.node(input);
+    if (read.kind == NodeKind::Pointwise &&
+        std::find(read.inputs.begin(), read.inputs.end(), base) != read.inputs.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 void inline_pointwise(Graph& graph, const OptimizeOptions& options) {
   std::vector<int> uses = load_sites_per_node(graph);
 
   for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
     Node& consumer = graph.node(id);
-    if (consumer.kind != NodeKind::Pointwise && consumer.kind != NodeKind::Reduce) continue;
+    const bool scatter = consumer.kind == NodeKind::Scatter;
+    if (consumer.kind != NodeKind::Pointwise && consumer.kind != NodeKind::Reduce && !scatter) continue;
     if (consumer.contraction != ir::Contraction::None) continue;  // its kernel reads its operands as they are
     if (consumer.convolution) continue;  // a library may compute it from its operands as they are
     bool changed = false;
-    for (size_t slot = 0; slot < consumer.inputs.size(); ++slot) {
+    for (size_t slot = scatter ? 1 : 0; slot < consumer.inputs.size(); ++slot) {
       const Node& producer = graph.node(consumer.inputs[slot]);
       if (producer.kind != NodeKind::Pointwise || producer.contraction != ir::Contraction::None) continue;
+      if (scatter && reads_scatter_base(graph, producer, consumer.inputs[0])) continue;
       if (arithmetic_op_count(producer.body) > options.max_fused_ops) continue;
       const bool single_use = uses[producer.id] == 1;
       const bool cheap = is_cheap(producer, options.max_recompute_ops);
@@ -244,6 +277,7 @@ void inline_pointwise(Graph& graph, const OptimizeOptions& options) {
       const ir::IndexRanges ranges = ranges_of(consumer);
       consumer.body = ir::simplify(consumer.body, ranges);
       for (Expr& extent : consumer.reduce_extents) extent = ir::simplify(extent, ir::IndexRanges{consumer.shape, {}});
+      for (Expr& target : consumer.scatter_targets) target = ir::simplify(target, ranges);
     }
   }
 }

@@ -296,6 +296,39 @@ TEST(CodegenGolden, TensorCoreAttentionDoesNotSpill) {
 #endif
 }
 
+// A decode step's attention (at most four queries) runs attention_decode.cuh: one block per
+// query, registers for eight key and value rows in flight per warp. Its variants must not spill.
+TEST(CodegenGolden, DecodeAttentionKernelDoesNotSpill) {
+#ifdef LUMINAL_HAVE_CUDA
+  struct Case {
+    DType dtype;
+    int64_t queries, head_size;
+    bool mask;
+  };
+  for (const Case c : {Case{DType::BF16, 1, 64, true}, Case{DType::BF16, 4, 128, false}, Case{DType::F32, 1, 256, true},
+                       Case{DType::F16, 2, 80, false}}) {
+    GraphFixture f;
+    const NodeId q = f.input(c.dtype, {int_const(1), int_const(32), int_const(c.queries), int_const(c.head_size)});
+    const NodeId k = f.input(c.dtype, {int_const(1), int_const(8), int_const(300), int_const(c.head_size)});
+    const NodeId v = f.input(c.dtype, {int_const(1), int_const(8), int_const(300), int_const(c.head_size)});
+    std::optional<NodeId> mask;
+    if (c.mask) mask = f.input(c.dtype, {int_const(1), int_const(1), int_const(c.queries), int_const(300)});
+    f.b().set_origin("attention");
+    const NodeId out = f.b().attention(q, k, v, mask, 0.125, false);
+    const Kernel kernel = generate(f, out, Layout::Strided);
+    EXPECT_NE(kernel.source.find("LM_KEYS_IN_FLIGHT"), std::string::npos) << "not the decode kernel:\n" << kernel.source;
+    EXPECT_EQ(kernel.source.find('@'), std::string::npos) << "a template placeholder was left:\n" << kernel.source;
+    const std::string report = ptxas_report(codegen::module_source({kernel}));
+    const size_t entry = report.find("Compiling entry function 'lm_", report.find("'lm_export_errors'") + 1);
+    ASSERT_NE(entry, std::string::npos) << report;
+    EXPECT_NE(report.find(" 0 bytes spill stores, 0 bytes spill loads", entry), std::string::npos)
+        << c.queries << " queries, head size " << c.head_size << ":\n" << report;
+  }
+#else
+  GTEST_SKIP() << "built without the CUDA toolkit's headers: no NVRTC";
+#endif
+}
+
 // ------------------------------------------------------------------------------------------------
 // Schedules as inputs
 // ------------------------------------------------------------------------------------------------

@@ -136,6 +136,37 @@ return %4)");
 return %4)");
 }
 
+// A scatter's values and indices are bodies over its domain: a pointwise producer read there (a
+// transposed, rotated key written into a cache; the position an index adds) is computed inside the
+// scatter. Its base (the output's memory) is never read: a producer that reads it, or reads a view
+// of it, stays a kernel of its own.
+TEST(PassGolden, InlinePointwiseIntoScatter) {
+  GraphFixture f;
+  const NodeId cache = f.input(DType::F32, {int_const(2), int_const(5)});
+  const NodeId position = f.input(DType::I64, {int_const(1)});
+  const NodeId projected = f.input(DType::F32, {int_const(1), int_const(2)});
+  const NodeId value = f.b().transpose(unary_op(f, projected, ExprOp::Exp), 0, 1);  // [2, 1]
+  const NodeId index = f.b().elementwise({frontend::Operand::of(position)}, DType::I64, DType::I64,
+                                         [](const std::vector<Expr>& v) { return add(v[0], int_const(1)); });
+  const Shape domain{int_const(2), int_const(1)};
+  const Expr target = load(1, DType::I64, {loop_var(1)});
+  const NodeId written = f.b().scatter(cache, domain, {index, value}, {loop_var(0), target},
+                                       load(2, DType::F32, {loop_var(0), loop_var(1)}), false);
+  const NodeId from_base = unary_op(f, f.b().transpose(written, 0, 1), ExprOp::Neg);  // [5, 2]: reads the base
+  const Shape one_row{int_const(2), int_const(1)};
+  f.output(f.b().scatter(written, one_row, {from_base}, {loop_var(0), loop_var(1)},
+                         load(1, DType::F32, {loop_var(1), loop_var(0)}), false));
+  Graph graph = f.graph();
+  passes::inline_pointwise(graph, {});
+  EXPECT_EQ(text(passes::eliminate_dead_code(graph)), R"(%0: f32[2, 5] = input user #0 "in0"
+%1: i64[1] = input user #1 "in1"
+%2: f32[1, 2] = input user #2 "in2"
+%3: f32[2, 5] = scatter(%0, %1, %2) over [2, 1] { [i0, check_index((load1[i1] + 1), 5)] = exp(load2[i1, i0]) }  # test
+%4: f32[5, 2] = pointwise(%3) { neg(load0[i1, i0]) }  # test
+%5: f32[2, 5] = scatter(%3, %4) over [2, 1] { [i0, i1] = load1[i1, i0] }  # test
+return %5)");
+}
+
 TEST(PassGolden, LowerSmallMatmuls) {
   GraphFixture f;
   const NodeId a = f.input(DType::F32, {int_const(4), int_const(8)});
