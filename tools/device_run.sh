@@ -5,7 +5,12 @@
 # the unit tests and fuzzers, which this script does not build): the libzip .debs in .gpu-deps are
 # unused and harmless.
 #   tools/device_run.sh build          build only
-#   tools/device_run.sh test [ARGS]    build, then pytest on CUDA (ARGS go to pytest)
+#   tools/device_run.sh test [PATHS]   build, then every test that concerns CUDA (ids with `cuda`, and
+#                                      those with no `cpu` parameter: the CUDA-only files have none;
+#                                      `-k cuda` alone would skip them), in $SHARDS (default 15)
+#                                      parallel pytest processes, each capped at $SHARD_SECONDS
+#                                      (default 460; a cold cache makes the whole suite ~300 s per
+#                                      shard on an H100 machine's 16 cores)
 #   tools/device_run.sh bench [ARGS]   build, then benchmarks/dlrm_bench.py ARGS
 # Wheels in .gpu-wheels (optional; fetch with `pip download transformers --python-version 3.12
 # --only-binary=:all: --platform manylinux2014_x86_64 -d .gpu-wheels`, minus numpy) are installed first.
@@ -34,10 +39,27 @@ shift || true
 case "$what" in
   build) ;;
   test)
-    python3 -m pytest -q -p no:cacheprovider -k cuda "${@:-tests}" > "$OUT/test.log" 2>&1
-    status=$?
-    grep -E "passed|failed" "$OUT/test.log" | tail -1
-    grep -E "^(FAILED|ERROR)" "$OUT/test.log" | head -40
+    python3 -m pytest -q -p no:cacheprovider --collect-only -k "cuda or not cpu" "${@:-tests}" 2>/dev/null \
+      | grep "::" > "$OUT/test_ids.txt"
+    shards=${SHARDS:-15}
+    rm -f "$OUT"/shard_*.ids
+    awk -v n="$shards" -v out="$OUT" '{ print > sprintf("%s/shard_%02d.ids", out, (NR - 1) % n) }' "$OUT/test_ids.txt"
+    echo "$(wc -l < "$OUT/test_ids.txt") tests in $shards shards"
+    export OMP_NUM_THREADS=1  # the shards share the machine's cores
+    for ids in "$OUT"/shard_*.ids; do
+      # One id per line: parametrized ids may hold spaces.
+      ( mapfile -t selected < "$ids"
+        timeout "${SHARD_SECONDS:-460}" python3 -m pytest -q -p no:cacheprovider -rfE "${selected[@]}" \
+          > "${ids%.ids}.log" 2>&1
+        echo "exit $?" >> "${ids%.ids}.log" ) &
+    done
+    wait
+    status=0
+    for log in "$OUT"/shard_*.log; do
+      echo "$(basename "$log"): $(grep -E " passed| failed| error" "$log" | tail -1) ($(tail -1 "$log"))"
+      tail -1 "$log" | grep -qx "exit 0" || status=1
+    done
+    grep -hE "^(FAILED|ERROR) " "$OUT"/shard_*.log | head -40
     exit $status ;;
   bench)
     python3 benchmarks/dlrm_bench.py --json "$OUT/bench.json" "$@" 2>&1 | tee "$OUT/bench.log" | tail -40 ;;
