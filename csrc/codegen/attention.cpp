@@ -57,6 +57,7 @@ int64_t static_size(const Expr& e, const char* what, const std::string& origin) 
 // block walking every key), and its shared arrays within the static limit.
 bool decode_kernel_fits(const Expr& queries, int64_t value_size, int64_t element) {
   const auto count = ir::as_int_const(queries);
+  // The chunk's scores, each warp's partial output, and each warp's max and sum slots.
   const int64_t shared = (kDecodeChunk + kDecodeWarps * (value_size + 2)) * element;
   return count && *count <= kDecodeMaxQueries && shared <= kStaticSharedBytes;
 }

@@ -142,13 +142,13 @@ struct Node {
     return kind == NodeKind::Pointwise || kind == NodeKind::Reduce || kind == NodeKind::MatMul ||
            kind == NodeKind::Scatter || kind == NodeKind::Attention;
   }
-  // The rank of the space the node's loop variables index (the domain for scatters).
   // Compute nodes that read their operands whole (a library call or a dedicated kernel), with no
-  // body to inline producers into: matmuls, scatters and attention.
-  bool reads_operands_whole() const {
-    return kind == NodeKind::MatMul || kind == NodeKind::Scatter || kind == NodeKind::Attention;
-  }
-  size_t loop_rank() const { return kind == NodeKind::Scatter ? scatter_domain.size() : shape.size(); }
+  // body to inline producers into: matmuls and attention. (A scatter's values and indices are
+  // bodies over its domain; only its base is read whole, as the output's memory.)
+  bool reads_operands_whole() const { return kind == NodeKind::MatMul || kind == NodeKind::Attention; }
+  // The space the node's loop variables index (the domain for scatters), and its rank.
+  const Shape& loop_shape() const { return kind == NodeKind::Scatter ? scatter_domain : shape; }
+  size_t loop_rank() const { return loop_shape().size(); }
 };
 
 struct GraphOutput {

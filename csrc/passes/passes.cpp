@@ -24,13 +24,8 @@ using ir::NodeKind;
 
 namespace detail {
 
-// A scatter's loop variables index its domain, not its shape.
-const ir::Shape& loop_shape(const Node& node) {
-  return node.kind == NodeKind::Scatter ? node.scatter_domain : node.shape;
-}
-
 ir::IndexRanges ranges_of(const Node& node) {
-  ir::IndexRanges ranges{loop_shape(node), {}};
+  ir::IndexRanges ranges{node.loop_shape(), {}};
   for (const Expr& extent : node.reduce_extents) ranges.reduce_extents.push_back(ir::is_shape_expr(extent) ? extent : nullptr);
   return ranges;
 }
@@ -55,10 +50,10 @@ std::vector<int> load_sites_per_slot(const Node& node) {
 std::vector<int> load_sites_per_node(const Graph& graph) {
   std::vector<int> uses(graph.size(), 0);
   for (const Node& node : graph.nodes()) {
-    // Matmuls and attention read their operands as they are: nothing is inlined into them. A
-    // scatter's base is its output's memory (read whole); its indices and values are bodies.
+    // A scatter's base is its output's memory: read whole, never inlined (its indices and values
+    // are bodies, counted below).
     if (node.kind == NodeKind::Scatter) uses[node.inputs[0]] += 1000;
-    if (node.reads_operands_whole() && node.kind != NodeKind::Scatter) {
+    if (node.reads_operands_whole()) {
       for (NodeId input : node.inputs) uses[input] += 1000;
       continue;
     }
@@ -79,7 +74,7 @@ bool is_cheap(const Node& producer, int max_recompute_ops) {
 // consumer's iteration axes (output axes and reduction axes) that no load of the slot indexes.
 // Unknown (symbolic) extents count as unbounded.
 int64_t recompute_factor(const Node& consumer, size_t slot) {
-  const ir::Shape& space = loop_shape(consumer);
+  const ir::Shape& space = consumer.loop_shape();
   std::vector<bool> loop_read(space.size(), false);
   std::vector<bool> reduce_read(consumer.reduce_extents.size(), false);
   ir::visit(consumer.body, [&](const Expr& e) {
