@@ -15,13 +15,18 @@ from pathlib import Path
 import pytest
 import torch
 
+import luminal
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "llm_bench.py"
 MODELS = ["llama_1b", "qwen3_1_7b", "gemma3_1b", "qwen3_moe"]
 
 
 def run_script(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "python"), os.environ.get("PYTHONPATH", "")])}
+    # The luminal this process imported (an installed package, or the source tree in an editable
+    # install): the source tree alone has no built extension where luminal is installed normally.
+    package_parent = str(Path(luminal.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([package_parent, os.environ.get("PYTHONPATH", "")])}
     env["PYTHONWARNINGS"] = "default"  # the script counts luminal's fallback warnings itself
     # The CPU run these tests describe (float32, tight tolerances) also on a machine with a GPU,
     # where --tiny would otherwise run in bfloat16 on CUDA.

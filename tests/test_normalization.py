@@ -98,11 +98,14 @@ def test_fused_rms_norm_compiles(device: str) -> None:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
-@pytest.mark.parametrize(("rows", "width"), [(1, 2048), (3, 768), (130, 96)], ids=str)
+@pytest.mark.parametrize(
+    ("rows", "width"), [(1, 2048), (4, 4096), (32, 1024), (33, 1024), (3, 768), (130, 96)], ids=str
+)
 def test_wide_rows_aligned_and_misaligned(dtype: torch.dtype, rows: int, width: int, device: str) -> None:
-    """LayerNorm, RMSNorm and softmax rows whose length is a multiple of 8: a warp per row reads them
-    with 16-byte vectors when the pointers are aligned (the first call), element by element when an
-    input starts one element into its storage (the second); both must match eager."""
+    """LayerNorm, RMSNorm and softmax rows whose length is a multiple of 8: a warp per row (a block
+    per row for at most 32 rows of 1024 or more) reads them with 16-byte vectors when the pointers are
+    aligned (the first call), element by element when an input starts one element into its storage
+    (the second); both must match eager."""
     weight, bias = rand(width, dtype=dtype, device=device), rand(width, dtype=dtype, device=device)
 
     def norms(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -120,4 +123,7 @@ def test_wide_rows_aligned_and_misaligned(dtype: torch.dtype, rows: int, width: 
         with torch.no_grad():
             assert_same(compiled(x, weight, bias), norms(x, weight, bias), tolerance_scale=8)
     vector = "uint4" if dtype != torch.float32 else "uint4*>(p.out"
-    assert any(vector in graph.cuda_source() for graph in captured), "no row read with 16-byte vectors"
+    sources = [graph.cuda_source() for graph in captured]
+    assert any(vector in source for source in sources), "no row read with 16-byte vectors"
+    block_per_row = "for (lm_i64 lm_flat = blockIdx.x; lm_flat < lm_n; lm_flat += gridDim.x)"
+    assert any(block_per_row in source for source in sources) == (rows <= 32 and width >= 1024)

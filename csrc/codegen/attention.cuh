@@ -14,6 +14,7 @@ __device__ __forceinline__ @T@ LM_KERNEL_in(const @IN_T@* __restrict__ base, lm_
 }
 
 extern "C" __global__ void __launch_bounds__(128) LM_KERNEL(const LM_KERNEL_params p) {
+  lm_kernel_entry();
   const lm_i64 lm_batch = @B@, lm_heads = @H@, lm_lq = @LQ@, lm_lk = @LK@, lm_kv_heads = @HK@;
   constexpr int LM_D = @D@, LM_DV = @DV@, LM_ACC = (LM_DV + 31) / 32;
   const lm_i64 lm_group = lm_heads / lm_kv_heads;

@@ -56,6 +56,7 @@ __device__ __forceinline__ void LM_KERNEL_ldmatrix_trans(unsigned (&r)[4], const
 // kernels get three blocks). Larger heads keep twice the fragments and get two blocks.
 #define LM_MIN_BLOCKS ((@D@ <= 64 && @DV@ <= 64) ? (@HAS_MASK@ ? 3 : 4) : 2)
 extern "C" __global__ void __launch_bounds__(128, LM_MIN_BLOCKS) LM_KERNEL(const LM_KERNEL_params p) {
+  lm_kernel_entry();
   const lm_i64 lm_batch = @B@, lm_heads = @H@, lm_lq = @LQ@, lm_lk = @LK@, lm_kv_heads = @HK@;
   constexpr int LM_D = @D@, LM_DV = @DV@;
   constexpr int LM_MK = LM_D <= 64 && LM_DV <= 64 ? 64 : 32;  // keys per tile

@@ -47,6 +47,7 @@ __device__ __forceinline__ void LM_KERNEL_mma3(float (&c)[4], const unsigned (&a
 }
 
 extern "C" __global__ void __launch_bounds__(128) LM_KERNEL(const LM_KERNEL_params p) {
+  lm_kernel_entry();
   const lm_i64 lm_batch = @B@, lm_heads = @H@, lm_lq = @LQ@, lm_lk = @LK@, lm_kv_heads = @HK@;
   constexpr int LM_D = @D@, LM_DV = @DV@;
   constexpr int LM_MK = LM_D <= 64 && LM_DV <= 64 ? 32 : 16;  // keys per tile

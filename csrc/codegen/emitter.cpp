@@ -264,7 +264,7 @@ std::string KernelWriter::emit_fold(const Expr& e, int scope) {
     line(scope, str_cat("if (", row_vector->condition, ") {"));
     line(scope, "#pragma unroll 4");
     line(scope, str_cat("for (lm_i64 ", var, " = lm_lane * ", width, "; ", var, " < ", extent, "; ", var, " += ",
-                        32 * width, ") {"));
+                        lanes_ * width, ") {"));
     scopes_[scope]->code << row_vector->code;
     line(scope, "}");
     line(scope, "} else {");
@@ -275,14 +275,14 @@ std::string KernelWriter::emit_fold(const Expr& e, int scope) {
   if (unroll_folds_ && ir::as_int_const(e->args[0])) line(scope, "#pragma unroll");
   if (cooperative) line(scope, "#pragma unroll 4");
   line(scope, str_cat("for (lm_i64 ", var, " = ", cooperative ? "lm_lane" : "0", "; ", var, " < ", extent, "; ",
-                      var, cooperative ? " += 32" : "++", ") {"));
+                      var, cooperative ? str_cat(" += ", lanes_) : std::string("++"), ") {"));
   scopes_[scope]->code << scopes_[body_scope]->code.str()
                        << indented(body_scope, str_cat("{ const ", c.acc_type, " val = (", c.acc_type, ")", value, "; ",
                                                        replace_all(c.step, "acc", acc), " }"));
   line(scope, "}");
   if (vector) line(scope, "}");
   if (row_vector) line(scope, "}");
-  if (cooperative) line(scope, replace_all(warp_combine(c), "acc", acc));
+  if (cooperative) line(scope, replace_all(lanes_combine(c), "acc", acc));
   const std::string name = fresh();
   line(scope, str_cat("const ", value_type(e->dtype), " ", name, " = ", rounding(e->dtype, str_cat("(", value_type(e->dtype), ")", acc)), ";"));
   scopes_[scope]->names.emplace(e, name);

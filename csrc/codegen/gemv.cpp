@@ -64,10 +64,10 @@ std::string gemv_module_source(DType dtype, int64_t rows) {
     entries << "extern \"C\" __global__ void __launch_bounds__(" << c.threads() << ") " << c.kernel_name()
             << "(const lm_gemv_t* a, const lm_gemv_t* b, const lm_gemv_t* bias, lm_gemv_t* out, lm_i64 n, lm_i64 k,\n"
             << "    lm_i64 a_batch, lm_i64 a_row, lm_i64 a_col, lm_i64 b_batch, lm_i64 b_row, lm_i64 b_col,\n"
-            << "    lm_i64 activation, lm_i64 vector) {\n"
+            << "    lm_i64 activation, lm_i64 vector, lm_i64 early_weights) {\n"
             << "  lm_gemv<" << c.outputs_per_warp << ", " << c.split_k << ", " << c.warps_on_outputs << ", "
             << c.unroll << ">(a, b, bias, out, n, k, a_batch, a_row, a_col, b_batch, b_row, b_col, activation, "
-            << "vector);\n}\n";
+            << "vector, early_weights);\n}\n";
   }
   const int dtype_code = dtype == DType::F32 ? 0 : dtype == DType::F16 ? 1 : 2;
   return str_cat(prelude(), "\n#define LM_GEMV_M ", rows, "\n#define LM_GEMV_DTYPE ", dtype_code, "\n",

@@ -60,11 +60,30 @@ __device__ __forceinline__ void lm_gemv_unpack(const lm_vec16& v, float* f) {
   }
 }
 
+// The U steps' weight vectors of NPW columns from chunk c0 on (zeros past the last chunk).
+template <int NPW, int WK, int U>
+__device__ __forceinline__ void lm_gemv_load_weights(lm_vec16 (&w)[U][NPW], const lm_gemv_t* const (&column)[NPW],
+                                                     lm_i64 c0, lm_i64 chunks) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const lm_i64 c = c0 + (lm_i64)u * 32 * WK;
+#pragma unroll
+    for (int j = 0; j < NPW; ++j) {
+      if (c < chunks) {
+        w[u][j] = lm_gemv_stream(column[j] + c * kGemvVector);
+      } else {
+        w[u][j].x = w[u][j].y = w[u][j].z = w[u][j].w = 0u;
+      }
+    }
+  }
+}
+
 template <int NPW, int WK, int WN, int U>
 __device__ __forceinline__ void lm_gemv(const lm_gemv_t* __restrict__ a, const lm_gemv_t* __restrict__ b,
                                         const lm_gemv_t* __restrict__ bias, lm_gemv_t* __restrict__ out, lm_i64 n,
                                         lm_i64 k, lm_i64 a_batch, lm_i64 a_row, lm_i64 a_col, lm_i64 b_batch,
-                                        lm_i64 b_row, lm_i64 b_col, lm_i64 activation, lm_i64 vector) {
+                                        lm_i64 b_row, lm_i64 b_col, lm_i64 activation, lm_i64 vector,
+                                        lm_i64 early_weights) {
   constexpr int M = LM_GEMV_M;
   static_assert(M * NPW <= 32, "one lane per output value in the epilogue");
   const int lane = (int)(threadIdx.x & 31u), warp = (int)(threadIdx.x >> 5);
@@ -84,24 +103,23 @@ __device__ __forceinline__ void lm_gemv(const lm_gemv_t* __restrict__ a, const l
 #pragma unroll
     for (int j = 0; j < NPW; ++j) acc[m][j] = 0.0f;
   }
+  const lm_i64 chunks = vector ? k / kGemvVector : 0;
+  const lm_i64 first_chunk = (lm_i64)wk * 32 + lane;
+  lm_vec16 w[U][NPW];
+  // The first step's weights are requested before the wait for the kernel ahead when nothing in
+  // the graph writes them (`early_weights`, decided by the host): their latency overlaps its tail.
+  if (vector && early_weights) lm_gemv_load_weights<NPW, WK, U>(w, column, first_chunk, chunks);
+  lm_kernel_entry();
   if (vector) {
-    const lm_i64 chunks = k / kGemvVector;
-    for (lm_i64 c0 = (lm_i64)wk * 32 + lane; c0 < chunks; c0 += 32LL * WK * U) {
+    for (lm_i64 c0 = first_chunk; c0 < chunks; c0 += 32LL * WK * U) {
       // Every step's weight vectors are requested before any is used (and, with few rows, a's too):
       // the loads of a step overlap instead of each waiting for the one before.
       constexpr int XU = M <= 2 ? U : 1;  // steps whose a vectors are loaded here
-      lm_vec16 w[U][NPW], x_early[XU][M];
+      lm_vec16 x_early[XU][M];
+      if (!early_weights || c0 != first_chunk) lm_gemv_load_weights<NPW, WK, U>(w, column, c0, chunks);
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const lm_i64 c = c0 + (lm_i64)u * 32 * WK;
-#pragma unroll
-        for (int j = 0; j < NPW; ++j) {
-          if (c < chunks) {
-            w[u][j] = lm_gemv_stream(column[j] + c * kGemvVector);
-          } else {
-            w[u][j].x = w[u][j].y = w[u][j].z = w[u][j].w = 0u;
-          }
-        }
         if (M <= 2 && c < chunks) {
 #pragma unroll
           for (int m = 0; m < M; ++m) x_early[u % XU][m] = *(const lm_vec16*)(a + m * a_row + c * kGemvVector);

@@ -44,7 +44,7 @@ bool gemv_supported(DType dtype, int64_t rows);
 
 // The module with every configuration's entry point for `dtype` and `rows` (gemv_supported). The
 // entry points take (a, b, bias, out, n, k, a batch/row/col strides, b batch/row/col strides,
-// activation 0 none / 1 relu / 2 gelu tanh, vector 0/1) as pointers and long longs.
+// activation 0 none / 1 relu / 2 gelu tanh, vector 0/1, early_weights 0/1) as pointers and long longs.
 std::string gemv_module_source(DType dtype, int64_t rows);
 
 // Elements per 16-byte vector of `dtype`.

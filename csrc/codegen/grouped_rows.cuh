@@ -44,6 +44,7 @@ __device__ __forceinline__ void LM_KERNEL_tile_product(const @SMEM_T@ (*as)[40],
 }
 
 extern "C" __global__ void __launch_bounds__(128) LM_KERNEL(const LM_KERNEL_params p) {
+  lm_kernel_entry();
   const lm_i64 lm_m = @M@, lm_n = @N@, lm_k = @K@, lm_groups = @G@;
   const lm_i64 lm_a_row_stride = @A_ROW_STRIDE@, lm_b_group_stride = @B_GROUP_STRIDE@, lm_b_col_stride = @B_COL_STRIDE@;
   const bool lm_b_k_contiguous = @B_K_STRIDE@ == 1;

@@ -60,7 +60,8 @@ class KernelWriter {
         operands_(operands),
         schedule_(schedule),
         check_labels_(check_labels ? check_labels : &own_check_labels_),
-        warp_mode_(schedule.mapping == Mapping::WarpPerOutput || schedule.mapping == Mapping::WarpPerRow),
+        warp_mode_(schedule.mapping == Mapping::WarpPerOutput || schedule::is_row_mapping(schedule.mapping)),
+        lanes_(schedule.mapping == Mapping::BlockPerRow ? schedule.block_size : 32),
         unroll_folds_(schedule.mapping == Mapping::ThreadPerRow) {}
 
   // ---- shape expressions (i64, symbols only) ----
@@ -178,6 +179,9 @@ class KernelWriter {
   std::string pieces_body(const std::vector<passes::PointwisePiece>& pieces);
   static Combine combine_code(ir::ReduceOp op, DType t);
   std::string warp_combine(const Combine& c) const;
+  // Combines the lanes' partial `acc` of a shared fold: warp_combine, then, for a block per row,
+  // across the block's warps through shared memory (every thread ends with the whole value).
+  std::string lanes_combine(const Combine& c);
   std::string reduce_body();
   // `__launch_bounds__(<block size>)`
   std::string launch_bounds() const;
@@ -197,9 +201,11 @@ class KernelWriter {
   // Set by the node kernels whose variables are known to stay in range (set_index_ranges); row
   // kernels and template kernels leave it unset and keep the checked division.
   std::optional<ir::IndexRanges> ranges_;
-  // From the schedule: a warp per output (or per row) shares top-level folds among its lanes; row kernels
-  // unroll static folds (their row arrays stay in registers) and have no float4 folds.
+  // From the schedule: a warp per output (or per row) shares top-level folds among its lanes (a
+  // block per row: the block's threads); row kernels unroll static folds (their row arrays stay in
+  // registers) and have no float4 folds.
   const bool warp_mode_;
+  const int lanes_;  // the threads sharing a fold: 32, or the block of a BlockPerRow
   const bool unroll_folds_;
 };
 

@@ -10,7 +10,7 @@ namespace luminal::codegen::detail {
 Kernel KernelWriter::write() {
   Kernel kernel;
   kernel.outputs = ir::product(unrolled_shape());
-  if (schedule_.mapping == Mapping::WarpPerRow) kernel.outputs = ir::simplify(ir::product(row_shape()), {});
+  if (schedule::is_row_mapping(schedule_.mapping)) kernel.outputs = ir::simplify(ir::product(row_shape()), {});
   std::vector<passes::PointwisePiece> pieces;
   if (schedule_.mapping == Mapping::Pieces) {
     pieces = passes::split_pointwise(node_);
@@ -27,7 +27,8 @@ Kernel KernelWriter::write() {
     case Mapping::Pieces: body = pieces_body(pieces); break;
     case Mapping::WarpPerOutput: body = node_.kind == NodeKind::Reduce ? reduce_body() : elementwise_body(); break;
     case Mapping::ThreadPerOutput: body = reduce_body(); break;
-    case Mapping::WarpPerRow: body = row_body(); break;
+    case Mapping::WarpPerRow:
+    case Mapping::BlockPerRow: body = row_body(); break;
     case Mapping::Scatter:
     case Mapping::GroupedRows:
     case Mapping::ThreadPerRow:
@@ -54,7 +55,7 @@ Kernel KernelWriter::write_scatter() {
   for (const Expr& target : node_.scatter_targets) coordinates.push_back(emit(target, root));
   const std::string value = emit(node_.body, root);
   std::ostringstream out;
-  out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n";
+  out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n  lm_kernel_entry();\n";
   out << "  const lm_i64 lm_n = " << shape_code(kernel.outputs) << ";\n";
   out << "  for (lm_i64 lm_flat = (lm_i64)blockIdx.x * blockDim.x + threadIdx.x; lm_flat < lm_n;"
       << " lm_flat += (lm_i64)gridDim.x * blockDim.x) {\n";
@@ -108,7 +109,7 @@ std::string KernelWriter::elementwise_body() {
   const ir::Shape groups = unrolled_shape();
   const int unroll = schedule_.unroll;
   std::ostringstream out;
-  out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n";
+  out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n  lm_kernel_entry();\n";
   out << "  const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(groups), {})) << ";\n";
   if (warp_mode_) {
     // A warp per element: every lane runs the element's code, lanes split its top-level folds.
@@ -168,10 +169,11 @@ Expr KernelWriter::innermost_as_reduce_var(int& along) {
 
 ir::Shape KernelWriter::row_shape() const { return ir::Shape(node_.shape.begin(), node_.shape.end() - 1); }
 
-// A warp per row: the innermost loop variable becomes a fresh reduce variable bound by the loop
-// over the row, so that everything that does not vary along the row (its folds above all) is
-// placed before that loop, once per row, where warp mode shares each fold among the lanes (every
-// lane ends with the combined value). The lanes then stride along the row.
+// A warp (or a block) per row: the innermost loop variable becomes a fresh reduce variable bound by
+// the loop over the row, so that everything that does not vary along the row (its folds above all)
+// is placed before that loop, once per row, where warp mode shares each fold among the lanes (every
+// lane ends with the combined value). The lanes then stride along the row. A block's threads are
+// its lanes; its rows are whole blocks' (the folds' barriers are reached by every thread).
 std::string KernelWriter::row_body() {
   LUMINAL_CHECK(node_.rank() > 0, "internal error: a warp per row of the rank-0 node ", node_.origin);
   const size_t last = node_.rank() - 1;
@@ -185,11 +187,16 @@ std::string KernelWriter::row_body() {
   const std::string length = shape_code(node_.shape[last]);
   const std::optional<VectorFold> vector = emit_row_vector_loop(body, along, root, length);
   std::ostringstream out;
-  out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n";
+  out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n  lm_kernel_entry();\n";
   out << "  const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(row_shape()), {})) << ";\n";
-  out << "  const int lm_lane = threadIdx.x & 31;\n";
-  out << "  for (lm_i64 lm_flat = ((lm_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; lm_flat < lm_n;"
-      << " lm_flat += ((lm_i64)gridDim.x * blockDim.x) >> 5) {\n";
+  if (lanes_ == 32) {
+    out << "  const int lm_lane = threadIdx.x & 31;\n";
+    out << "  for (lm_i64 lm_flat = ((lm_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; lm_flat < lm_n;"
+        << " lm_flat += ((lm_i64)gridDim.x * blockDim.x) >> 5) {\n";
+  } else {
+    out << "  const int lm_lane = threadIdx.x;\n";
+    out << "  for (lm_i64 lm_flat = blockIdx.x; lm_flat < lm_n; lm_flat += gridDim.x) {\n";
+  }
   out << "    bool lm_ok = true; (void)lm_ok;\n";
   out << unravel("lm_flat", 4, row_shape());
   out << scopes_[root]->code.str();
@@ -199,12 +206,12 @@ std::string KernelWriter::row_body() {
     out << "    if (" << vector->condition << ") {\n";
     out << "#pragma unroll 4\n";
     out << "    for (lm_i64 " << r << " = lm_lane * " << width << "; " << r << " < " << length << "; " << r
-        << " += " << 32 * width << ") {\n";
+        << " += " << lanes_ * width << ") {\n";
     out << vector->code;
     out << "    }\n    } else {\n";
   }
   out << "#pragma unroll 4\n";
-  out << "    for (lm_i64 " << r << " = lm_lane; " << r << " < " << length << "; " << r << " += 32) {\n";
+  out << "    for (lm_i64 " << r << " = lm_lane; " << r << " < " << length << "; " << r << " += " << lanes_ << ") {\n";
   out << scopes_[element]->code.str();
   out << "      p.out[lm_flat * " << length << " + " << r << "] = " << store_code(result) << ";\n";
   out << "    }\n";
@@ -222,7 +229,7 @@ ir::Shape KernelWriter::piece_shape_of(const Node& node, const passes::Pointwise
 // One case per piece, selected by blockIdx.y; each piece iterates its own box of the output.
 std::string KernelWriter::pieces_body(const std::vector<passes::PointwisePiece>& pieces) {
   std::ostringstream out;
-  out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n";
+  out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n  lm_kernel_entry();\n";
   out << "  switch (blockIdx.y) {\n";
   // Contiguous output strides.
   std::vector<std::string> strides(node_.rank());
@@ -290,6 +297,18 @@ std::string KernelWriter::warp_combine(const Combine& c) const {
                  " val = __shfl_xor_sync(0xffffffffu, acc, lm_o); ", c.step, " }");
 }
 
+std::string KernelWriter::lanes_combine(const Combine& c) {
+  if (lanes_ == 32) return warp_combine(c);
+  // Warp w's total goes to slot w; after the barrier every thread adds the slots in order (the same
+  // order everywhere: the block agrees on the value). The second barrier keeps the slots until
+  // every thread has read them (the next row's fold writes them again).
+  const std::string slots = fresh();
+  return str_cat(warp_combine(c), " { __shared__ ", c.acc_type, " ", slots, "[", lanes_ / 32,
+                 "]; if ((threadIdx.x & 31) == 0) ", slots, "[threadIdx.x >> 5] = acc; __syncthreads(); acc = ",
+                 slots, "[0]; for (int lm_w = 1; lm_w < ", lanes_ / 32, "; ++lm_w) { const ", c.acc_type, " val = ",
+                 slots, "[lm_w]; ", c.step, " } __syncthreads(); }");
+}
+
 std::string KernelWriter::reduce_body() {
   // The accumulator has the body's dtype: a convolution's body (f32) is wider than its f16/bf16
   // node, and the sum is rounded once, by store_code (ir::Convolution).
@@ -339,7 +358,7 @@ std::string KernelWriter::reduce_body() {
 
   std::ostringstream out;
   const bool warp = warp_mode_;
-  out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n";
+  out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n  lm_kernel_entry();\n";
   out << "  const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(node_.shape), {})) << ";\n";
   if (warp) {
     out << "  const int lm_lane = threadIdx.x & 31;\n";

@@ -40,6 +40,27 @@ __device__ __forceinline__ void lm_copy16_wait_all() {
 #endif
 }
 
+// Programmatic dependent launch (sm_90+). The CUDA graph links consecutive generated kernels with
+// programmatic edges (runtime/cuda/instance.cpp), so a kernel's blocks may be resident before the
+// kernel ahead of it has finished: every kernel first waits until its predecessors are complete
+// and their writes visible (griddepcontrol.wait), and only then touches global memory. It then
+// lets its successor launch, whose blocks wait in turn. Launched any other way, both are no-ops.
+__device__ __forceinline__ void lm_wait_for_predecessors() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void lm_allow_successors() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// The first statement of every generated kernel.
+__device__ __forceinline__ void lm_kernel_entry() {
+  lm_wait_for_predecessors();
+  lm_allow_successors();
+}
+
 __device__ __forceinline__ float lm_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 __device__ __forceinline__ unsigned short lm_f2h(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 __device__ __forceinline__ float lm_round_h(float f) { return lm_h2f(lm_f2h(f)); }

@@ -170,7 +170,7 @@ Kernel render_row_kernel(const ir::Graph& graph, const Expr& rows, const schedul
 
   std::ostringstream text;
   text << params.str();
-  text << "extern \"C\" __global__ void __launch_bounds__(" << schedule.block_size << ") LM_KERNEL(const LM_KERNEL_params p) {\n";
+  text << "extern \"C\" __global__ void __launch_bounds__(" << schedule.block_size << ") LM_KERNEL(const LM_KERNEL_params p) {\n  lm_kernel_entry();\n";
   text << "  const lm_i64 i0 = (lm_i64)blockIdx.x * blockDim.x + threadIdx.x;\n";
   text << "  if (i0 >= " << KernelWriter::shape_code(rows) << ") return;\n";
   text << "  bool lm_ok = true; (void)lm_ok;\n";

@@ -117,8 +117,9 @@ std::vector<KernelWriter::RowCopy> KernelWriter::emit_row_vector_copies(const Ex
   return copies;
 }
 
-// A fold the warp's lanes share, with row vectors: the lanes step by `width` elements (32 * width
-// per warp), accumulating the step's elements in order. nullopt when the fold's extent is not a
+// A fold the lanes share (a warp, or a block per row), with row vectors: the lanes step by `width`
+// elements (lanes * width per step of them all), accumulating the step's elements in order. nullopt
+// when the fold's extent is not a
 // static multiple of the width or none of its loads qualifies.
 std::optional<KernelWriter::VectorFold> KernelWriter::emit_row_vector_fold(const Expr& fold, int scope,
                                                                            const Combine& c, const std::string& acc) {

@@ -19,13 +19,14 @@ bool mapping_fits(const Node& node, Mapping mapping) {
   if (node.kind == NodeKind::Reduce) return mapping == Mapping::ThreadPerOutput || mapping == Mapping::WarpPerOutput;
   if (node.kind == NodeKind::Pointwise) {
     return mapping == Mapping::Elementwise || mapping == Mapping::Pieces || mapping == Mapping::WarpPerOutput ||
-           (mapping == Mapping::WarpPerRow && node.rank() > 0);
+           (schedule::is_row_mapping(mapping) && node.rank() > 0);
   }
   return false;
 }
 
-int threads_per_output_of(Mapping mapping) {
-  switch (mapping) {
+int threads_per_output_of(const KernelSchedule& schedule) {
+  switch (schedule.mapping) {
+    case Mapping::BlockPerRow: return schedule.block_size;
     case Mapping::WarpPerOutput:
     case Mapping::WarpPerRow: return 32;
     case Mapping::GroupedRows: return schedule::kGroupedRowsThreads;
@@ -44,8 +45,8 @@ void check_common(const std::string& where, const KernelSchedule& schedule) {
   if (schedule.vector_width != 1 && schedule.vector_width != schedule::kFloat4) {
     refuse(where, schedule, "the vector width must be 1 or 4 (float4 folds)");
   }
-  if (schedule.threads_per_output != threads_per_output_of(schedule.mapping)) {
-    refuse(where, schedule, str_cat(mapping_name(schedule.mapping), " has ", threads_per_output_of(schedule.mapping),
+  if (schedule.threads_per_output != threads_per_output_of(schedule)) {
+    refuse(where, schedule, str_cat(mapping_name(schedule.mapping), " has ", threads_per_output_of(schedule),
                                     " threads per output"));
   }
   if (schedule.mapping != Mapping::Pieces && schedule.pieces != 1) refuse(where, schedule, "pieces without Pieces");
@@ -79,9 +80,9 @@ void check_renderable(const Node& node, const std::vector<OperandInfo>& operands
   if (schedule.row_vector != 1) {
     const int widest = schedule::row_vector_width(node, operands);
     const int v = schedule.row_vector;
-    if (schedule.mapping != Mapping::WarpPerRow || v < 1 || (v & (v - 1)) != 0 || v > widest) {
+    if (!schedule::is_row_mapping(schedule.mapping) || v < 1 || (v & (v - 1)) != 0 || v > widest) {
       refuse(where, schedule,
-             str_cat("a row vector needs a warp per row and a power of 2 up to ", widest,
+             str_cat("a row vector needs a warp or a block per row and a power of 2 up to ", widest,
                      " (it divides the row's static length, at most 16 bytes per vector)"));
     }
   }

@@ -76,6 +76,7 @@ Config read_config(const char* (*lookup)(const char* name)) {
   c.cpu_runs_row_graph = flag(lookup("LUMINAL_CPU_ROW_GRAPH"));
   c.search = search_enabled(lookup("LUMINAL_SEARCH"));
   c.assign_layouts = search_enabled(lookup("LUMINAL_LAYOUTS"));  // on unless "0" (or "")
+  c.programmatic_launch = search_enabled(lookup("LUMINAL_PDL"));  // on unless "0" (or "")
   c.convolution = cudnn_choice(lookup("LUMINAL_CONVOLUTION"));
   c.attention = cudnn_choice(lookup("LUMINAL_ATTENTION"));
   read_gemv_choice(lookup("LUMINAL_GEMV"), c);

@@ -63,6 +63,9 @@ struct Config {
   bool cpu_runs_row_graph = false;  // LUMINAL_CPU_ROW_GRAPH
   bool search = true;                // LUMINAL_SEARCH (false: rules only)
   bool assign_layouts = true;        // LUMINAL_LAYOUTS (false: every tensor in its logical order)
+  // LUMINAL_PDL (false: "0"): a CUDA graph's consecutive generated kernels are linked by
+  // programmatic edges (sm_90+), so that each launches while the one before it finishes.
+  bool programmatic_launch = true;
   CudnnChoice convolution = CudnnChoice::Measured;  // LUMINAL_CONVOLUTION
   CudnnChoice attention = CudnnChoice::Measured;    // LUMINAL_ATTENTION
   GemvChoice gemv = GemvChoice::Measured;  // LUMINAL_GEMV

@@ -27,6 +27,7 @@ const char* mapping_name(Mapping mapping) {
     case Mapping::ThreadPerRow: return "thread_per_row";
     case Mapping::Attention: return "attention";
     case Mapping::WarpPerRow: return "warp_per_row";
+    case Mapping::BlockPerRow: return "block_per_row";
   }
   return "?";
 }
@@ -41,7 +42,7 @@ std::string to_string(const KernelSchedule& s) {
   std::string text = str_cat(mapping_name(s.mapping), "(block ", s.block_size, ", ", s.threads_per_output,
                               " threads/output, vector ", s.vector_width, ", unroll ", s.unroll);
   if (s.mapping == Mapping::Pieces || s.pieces != 1) text += str_cat(", ", s.pieces, " pieces");
-  if (s.mapping == Mapping::WarpPerRow || s.row_vector != 1) text += str_cat(", row vector ", s.row_vector);
+  if (is_row_mapping(s.mapping) || s.row_vector != 1) text += str_cat(", row vector ", s.row_vector);
   return text + ")";
 }
 
@@ -110,6 +111,7 @@ std::vector<Expr> rendered_bodies(const Node& node, Mapping mapping) {
     }
     case Mapping::Elementwise:
     case Mapping::WarpPerRow:
+    case Mapping::BlockPerRow:
     case Mapping::ThreadPerRow: return {node.body};
   }
   return {node.body};
@@ -309,11 +311,22 @@ Mapping reduce_mapping(const Node& node) {
   return reduction_is_innermost ? Mapping::WarpPerOutput : Mapping::ThreadPerOutput;
 }
 
+// At most kBlockRowMaxRows rows (all dimensions but the innermost, static) of a static length of
+// at least kBlockRowMinLength: a warp per row would keep a few SMs busy, each lane many loads deep.
+bool few_long_rows(const Node& node) {
+  if (node.rank() == 0) return false;
+  const std::optional<int64_t> length = ir::as_int_const(node.shape.back());
+  ir::Shape rows_shape(node.shape.begin(), node.shape.end() - 1);
+  const std::optional<int64_t> rows = ir::as_int_const(ir::simplify(ir::product(rows_shape), {}));
+  return length && rows && *length >= kBlockRowMinLength && *rows <= kBlockRowMaxRows;
+}
+
 KernelSchedule with_mapping(Mapping mapping, int pieces = 1) {
   KernelSchedule s;
   s.mapping = mapping;
   s.pieces = pieces;
   s.threads_per_output = mapping == Mapping::WarpPerOutput || mapping == Mapping::WarpPerRow ? 32 : 1;
+  if (mapping == Mapping::BlockPerRow) s.block_size = s.threads_per_output = kBlockRowThreads;
   if (mapping == Mapping::GroupedRows) s.block_size = s.threads_per_output = kGroupedRowsThreads;
   if (mapping == Mapping::Attention) s.block_size = s.threads_per_output = kAttentionThreads;
   if (mapping == Mapping::ThreadPerRow) s.block_size = kRowBlock;
@@ -348,7 +361,7 @@ KernelSchedule choose_schedule(const Node& node, const std::vector<OperandInfo>&
       bodies.clear();
       for (const passes::PointwisePiece& piece : pieces) bodies.push_back(piece.body);
     } else if (has_row_invariant_fold(node)) {
-      s = with_mapping(Mapping::WarpPerRow);
+      s = with_mapping(few_long_rows(node) ? Mapping::BlockPerRow : Mapping::WarpPerRow);
       s.row_vector = row_vector_width(node, operands);
     } else {
       s = with_mapping(has_top_level_fold(node.body, kWarpFoldLength) ? Mapping::WarpPerOutput : Mapping::Elementwise);
@@ -385,6 +398,7 @@ std::vector<KernelSchedule> candidate_schedules(const Node& node, const std::vec
     if (pieces > 1 && pieces <= kMaxPieces) mappings.push_back(with_mapping(Mapping::Pieces, static_cast<int>(pieces)));
     if (has_top_level_fold(node.body, 0)) mappings.push_back(with_mapping(Mapping::WarpPerOutput));
     if (node.rank() > 0) mappings.push_back(with_mapping(Mapping::WarpPerRow));
+    if (node.rank() > 0) mappings.push_back(with_mapping(Mapping::BlockPerRow));
   }
   const int widest_row_vector = row_vector_width(node, operands);
   for (const KernelSchedule& mapping : mappings) {
@@ -395,10 +409,11 @@ std::vector<KernelSchedule> candidate_schedules(const Node& node, const std::vec
         for (const int unroll : {1, 2, kElementwiseUnroll, 8}) {
           if (unroll != 1 && (mapping.mapping != Mapping::Elementwise || !unroll_fits(node, unroll))) continue;
           for (const int row_vector : {1, widest_row_vector}) {
-            if (row_vector != 1 && mapping.mapping != Mapping::WarpPerRow) continue;
+            if (row_vector != 1 && !is_row_mapping(mapping.mapping)) continue;
             KernelSchedule s = mapping;
             s.vector_width = width;
             s.block_size = block;
+            if (s.mapping == Mapping::BlockPerRow) s.threads_per_output = block;  // the block is the row's
             s.unroll = unroll;
             s.row_vector = row_vector;
             if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);

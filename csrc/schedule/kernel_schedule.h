@@ -50,9 +50,16 @@ enum class Mapping : uint8_t {
   // row, its folds above all (a LayerNorm's mean and variance, a softmax's max and sum), are
   // computed once per row with the lanes splitting each fold; then the lanes stride along the row.
   WarpPerRow,
+  // pointwise: WarpPerRow with a whole block (block_size threads) per row: for a few long rows (a
+  // decode step's RMSNorm: one row of 2048), where a warp per row leaves the GPU idle and each lane
+  // waits on many dependent loads. Folds combine across the block's warps through shared memory.
+  BlockPerRow,
 };
 
 const char* mapping_name(Mapping mapping);
+
+// WarpPerRow or BlockPerRow: the threads of a row share its row-invariant folds, then stride along it.
+inline bool is_row_mapping(Mapping mapping) { return mapping == Mapping::WarpPerRow || mapping == Mapping::BlockPerRow; }
 
 constexpr int kFloat4 = 4;                 // the vector width of a float4 fold
 constexpr int64_t kWarpReduceLength = 32;  // a static reduction shorter than this gets a thread per output
@@ -62,6 +69,9 @@ constexpr int kNodeBlock = 256;            // threads per block of node kernels
 constexpr int kGroupedRowsThreads = 128;   // threads per 64x64 tile (four warps of 32x32)
 constexpr int kRowBlock = 32;              // row kernels: one warp per block, many SMs busy
 constexpr int kAttentionThreads = 128;     // attention: four warps per block, one tile of queries
+constexpr int kBlockRowThreads = 256;       // BlockPerRow: threads per row (one block)
+constexpr int64_t kBlockRowMaxRows = 32;    // BlockPerRow by rule: at most this many rows (static)...
+constexpr int64_t kBlockRowMinLength = 1024;  // ... of at least this static length
 constexpr int kElementwiseUnroll = 4;      // elements per thread of a large elementwise kernel
 constexpr int64_t kUnrollMinElements = 1 << 16;
 
@@ -69,7 +79,8 @@ struct KernelSchedule {
   Mapping mapping = Mapping::Elementwise;
   // Threads per block; for ThreadPerRow also the rows per block. GroupedRows: exactly 128.
   int block_size = kNodeBlock;
-  // Threads that cooperate on one output: 32 for WarpPerOutput, 128 (the tile) for GroupedRows.
+  // Threads that cooperate on one output: 32 for WarpPerOutput and WarpPerRow, 128 (the tile) for
+  // GroupedRows, block_size for BlockPerRow.
   int threads_per_output = 1;
   // 1, or 4: every fold that qualifies (float4_fold_loads) and is not shared by a warp's lanes
   // gets a float4 loop, taken when its pointers are 16-byte aligned at run time (the scalar loop
@@ -79,7 +90,7 @@ struct KernelSchedule {
   // (static, a multiple of it): the index arithmetic of one element serves them all. Others: 1.
   int unroll = 1;
   int pieces = 1;  // Pieces: the number of pieces (the launch's grid y)
-  // WarpPerRow only: the elements a lane takes per step along the row and along the folds its
+  // WarpPerRow and BlockPerRow only: the elements a lane takes per step along the row and along the folds its
   // lanes share (1, 2, 4 or 8; row_vector_width gives the widest). The loads of those loops that
   // read at unit stride along them become one load of up to 16 bytes each, and the row's stores
   // one store, on a path taken when every such pointer is aligned at run time (the scalar loops
@@ -116,14 +127,16 @@ class ScheduleError : public Error {
 //   reduction -> WarpPerOutput when the reduction is static and some load's innermost index
 //     varies with it (consecutive steps read consecutive memory), else ThreadPerOutput;
 //   pointwise -> Pieces for 2..256 pieces (passes::split_pointwise), else WarpPerRow with a
-//     row-invariant fold (has_row_invariant_fold), else WarpPerOutput with a top-level fold of
+//     row-invariant fold (has_row_invariant_fold), BlockPerRow instead for at most
+//     kBlockRowMaxRows static rows of static length kBlockRowMinLength or more, else
+//     WarpPerOutput with a top-level fold of
 //     static length >= 64, else Elementwise;
 //   vector width 4 when some fold the kernel renders qualifies for a float4 loop;
 //   unroll 4 for an elementwise node without folds whose innermost dimension is a static multiple
 //   of 4 and that has at least kUnrollMinElements elements; 8 where every dtype it loads and
 //   stores is 2 bytes or narrower and the innermost dimension a multiple of 8 (codegen reads and
 //   writes the group with vectors of up to 16 bytes where the pointers are aligned);
-//   WarpPerRow: row_vector = row_vector_width.
+//   WarpPerRow, BlockPerRow: row_vector = row_vector_width.
 KernelSchedule choose_schedule(const ir::Node& node, const std::vector<OperandInfo>& operands);
 // The schedule of a row kernel (codegen::generate_row_kernel).
 KernelSchedule choose_row_schedule();

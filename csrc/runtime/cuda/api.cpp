@@ -54,6 +54,7 @@ void resolve(void* handle, const char* symbol, Pointer& out, std::string& missin
 #define LUMINAL_STRINGIFY_(x) #x
 #define LUMINAL_STRINGIFY(x) LUMINAL_STRINGIFY_(x)  // expands versioning macros: cuMemAlloc -> "cuMemAlloc_v2"
 #define LUMINAL_RESOLVE(name) resolve(handle, LUMINAL_STRINGIFY(name), api.name, missing);
+#define LUMINAL_RESOLVE_OPTIONAL(name) resolve(handle, LUMINAL_STRINGIFY(name), api.name, optional_missing);
 
 // Loads a library once; later calls rethrow the first failure's message.
 template <typename Api, typename Fill>
@@ -87,6 +88,8 @@ const DriverApi& driver() {
   return load_once<DriverApi>("the CUDA driver (libcuda)", {"libcuda.so.1", "libcuda.so"},
                               [](void* handle, DriverApi& api, std::string& missing) {
                                 LUMINAL_DRIVER_FUNCTIONS(LUMINAL_RESOLVE)
+                                std::string optional_missing;
+                                LUMINAL_OPTIONAL_DRIVER_FUNCTIONS(LUMINAL_RESOLVE_OPTIONAL)
                               });
 }
 

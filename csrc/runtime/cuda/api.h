@@ -78,6 +78,10 @@ void add_library_dirs(const std::vector<std::string>& dirs);
   X(cuGraphNodeSetEnabled)             \
   X(cuGraphLaunch)
 
+// Driver functions luminal runs without where the driver lacks them (null then): programmatic
+// edges between a CUDA graph's kernels (CUDA 12.3+; instance.cpp).
+#define LUMINAL_OPTIONAL_DRIVER_FUNCTIONS(X) X(cuGraphAddDependencies)
+
 #define LUMINAL_NVRTC_FUNCTIONS(X) \
   X(nvrtcGetErrorString)           \
   X(nvrtcVersion)                  \
@@ -123,6 +127,7 @@ void add_library_dirs(const std::vector<std::string>& dirs);
 
 struct DriverApi {
   LUMINAL_DRIVER_FUNCTIONS(LUMINAL_DECLARE_POINTER)
+  LUMINAL_OPTIONAL_DRIVER_FUNCTIONS(LUMINAL_DECLARE_POINTER)
 };
 struct NvrtcApi {
   LUMINAL_NVRTC_FUNCTIONS(LUMINAL_DECLARE_POINTER)

@@ -257,6 +257,12 @@ bool Matmul::choose_algorithm(const std::string& algorithm) {
 
 Matmul::~Matmul() = default;
 
+std::optional<CUDA_KERNEL_NODE_PARAMS> Matmul::generated_node(void* out, bool early_weights,
+                                                              KernelArgumentSlots& slots) const {
+  if (!chosen_is_generated()) return std::nullopt;
+  return gemv_->node_params(d_->chosen - d_->candidates.size(), out, early_weights, slots);
+}
+
 void Matmul::run(void* out, void* workspace, CUstream stream) const {
   if (chosen_is_generated()) {
     gemv_->run(d_->chosen - d_->candidates.size(), out, stream);

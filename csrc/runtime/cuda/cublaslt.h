@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/dtype.h"
@@ -13,6 +14,7 @@
 namespace luminal::cuda {
 
 class GeneratedGemv;
+struct KernelArgumentSlots;
 
 // A row-major view [batch, rows, cols]: one of row_stride/col_stride must be 1.
 struct MatrixOperand {
@@ -82,6 +84,9 @@ class Matmul {
   // the generated GEMV's source when it is a candidate).
   std::string choice_key(const void* out) const;
   void run(void* out, void* workspace, CUstream stream) const;
+  // When the chosen candidate is the generated GEMV: run()'s launch as a CUDA graph kernel node's
+  // parameters (arguments in `slots`; `early_weights`: GeneratedGemv::node_params).
+  std::optional<CUDA_KERNEL_NODE_PARAMS> generated_node(void* out, bool early_weights, KernelArgumentSlots& slots) const;
 
  private:
   struct Descriptors;

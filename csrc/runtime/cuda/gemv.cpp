@@ -86,26 +86,37 @@ size_t GeneratedGemv::rule_choice() const {
   return 0;
 }
 
-void GeneratedGemv::run(size_t index, void* out, CUstream stream) const {
+GeneratedGemv::Launch GeneratedGemv::launch_of(size_t index, void* out, bool early_weights) const {
   const codegen::GemvConfig& config = configs_.at(index);
-  LaunchShape launch;
+  Launch launch;
   const int64_t blocks = (shape_.n + config.outputs_per_block() - 1) / config.outputs_per_block();
   LUMINAL_CHECK(blocks <= 0x7fffffff, "generated GEMV: ", shape_.n, " outputs are too many for one launch");
-  launch.grid[0] = static_cast<unsigned>(blocks);
-  launch.grid[1] = static_cast<unsigned>(shape_.batch);
-  launch.block[0] = static_cast<unsigned>(config.threads());
+  launch.shape.grid[0] = static_cast<unsigned>(blocks);
+  launch.shape.grid[1] = static_cast<unsigned>(shape_.batch);
+  launch.shape.block[0] = static_cast<unsigned>(config.threads());
   const int64_t activation = !epilogue_.bias ? 0 : epilogue_.relu ? 1 : epilogue_.gelu_tanh ? 2 : 0;
-  const std::vector<KernelArgument> arguments = {
+  launch.arguments = {
       KernelArgument::pointer(a_.data),          KernelArgument::pointer(b_.data),
       KernelArgument::pointer(epilogue_.bias),   KernelArgument::pointer(out),
       KernelArgument::int64(shape_.n),           KernelArgument::int64(shape_.k),
       KernelArgument::int64(a_.batch_stride),    KernelArgument::int64(a_.row_stride),
       KernelArgument::int64(a_.col_stride),      KernelArgument::int64(b_.batch_stride),
       KernelArgument::int64(b_.row_stride),      KernelArgument::int64(b_.col_stride),
-      KernelArgument::int64(activation),         KernelArgument::int64(vector_ ? 1 : 0)};
-  CUdevice device = 0;
-  LUMINAL_CU(driver().cuCtxGetDevice(&device));
-  kernels_.at(index)->launch(static_cast<int>(device), launch, stream, arguments);
+      KernelArgument::int64(activation),         KernelArgument::int64(vector_ ? 1 : 0),
+      KernelArgument::int64(early_weights ? 1 : 0)};
+  LUMINAL_CU(driver().cuCtxGetDevice(&launch.device));
+  return launch;
+}
+
+void GeneratedGemv::run(size_t index, void* out, CUstream stream) const {
+  const Launch launch = launch_of(index, out, /*early_weights=*/false);
+  kernels_.at(index)->launch(static_cast<int>(launch.device), launch.shape, stream, launch.arguments);
+}
+
+CUDA_KERNEL_NODE_PARAMS GeneratedGemv::node_params(size_t index, void* out, bool early_weights,
+                                                   KernelArgumentSlots& slots) const {
+  const Launch launch = launch_of(index, out, early_weights);
+  return kernels_.at(index)->node_params(static_cast<int>(launch.device), launch.shape, launch.arguments, slots);
 }
 
 }  // namespace luminal::cuda

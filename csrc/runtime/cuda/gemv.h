@@ -11,10 +11,10 @@
 #include "codegen/gemv.h"
 #include "runtime/cuda/api.h"
 #include "runtime/cuda/cublaslt.h"
+#include "runtime/cuda/standalone_kernel.h"
 
 namespace luminal::cuda {
 
-class StandaloneKernel;
 
 // Whether the generated GEMV computes this problem (dtype, row count, batch count within a grid's
 // y extent). Any operand layout is read by strides; vectorized() says whether the fast loop runs.
@@ -44,8 +44,19 @@ class GeneratedGemv {
   // Enqueues configuration `index` on `stream` (the current context's device). Compiles and loads
   // the module on first use (NVRTC's caches apply).
   void run(size_t index, void* out, CUstream stream) const;
+  // Configuration `index` as a CUDA graph kernel node's parameters (arguments in `slots`). With
+  // `early_weights` the kernel requests its first weights before it waits for the kernels ahead
+  // of it (a programmatic edge lets it start early): only for weights nothing in the graph writes.
+  CUDA_KERNEL_NODE_PARAMS node_params(size_t index, void* out, bool early_weights, KernelArgumentSlots& slots) const;
 
  private:
+  struct Launch {
+    LaunchShape shape;
+    std::vector<KernelArgument> arguments;
+    CUdevice device = 0;  // the current context's
+  };
+  Launch launch_of(size_t index, void* out, bool early_weights) const;
+
   MatmulShape shape_;
   MatrixOperand a_, b_;
   MatmulEpilogue epilogue_;

@@ -1,6 +1,7 @@
 #include "runtime/cuda/instance.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -12,6 +13,7 @@
 #include "ir/simplify.h"
 #include "passes/passes.h"
 #include "runtime/cuda/cudnn_steps.h"
+#include "runtime/cuda/standalone_kernel.h"
 #include "runtime/cuda/timing.h"
 
 namespace luminal::runtime::gpu {
@@ -623,9 +625,44 @@ class InstanceBuilder {
   }
 
   // Adds `node` after the previous one (the graph is a chain).
-  void chain(CUgraphNode node) {
+  void chain(CUgraphNode node, bool is_kernel) {
     previous_ = node;
+    previous_is_kernel_ = is_kernel;
     ++in_.graph_nodes;
+  }
+
+  // Whether kernels of this graph may start while the kernel before them finishes: LUMINAL_PDL
+  // (on by default), sm_90 or newer, and a driver with edge data (CUDA 12.3+).
+  bool programmatic_launch_available() const {
+    const std::string& arch = device_.arch;  // "sm_90", "sm_100a"
+    int major_minor = 0;
+    for (size_t i = 3; i < arch.size() && std::isdigit(static_cast<unsigned char>(arch[i])); ++i) {
+      major_minor = major_minor * 10 + (arch[i] - '0');
+    }
+    return config()->programmatic_launch && arch.rfind("sm_", 0) == 0 && major_minor >= 90 &&
+           cuda::driver().cuGraphAddDependencies != nullptr;
+  }
+
+  // Adds a kernel node after the previous node. `waits` says that the kernel runs
+  // lm_kernel_entry() (codegen prelude) before it touches memory a predecessor may write: then,
+  // after another kernel, the edge is programmatic and the kernel launches while that one is
+  // finishing (its blocks wait for it to complete). Other edges wait for the whole node before.
+  CUgraphNode add_kernel_node(const CUDA_KERNEL_NODE_PARAMS& params, bool waits) {
+    const cuda::DriverApi& api = cuda::driver();
+    CUgraphNode node = nullptr;
+    if (waits && previous_is_kernel_ && programmatic_launch_) {
+      LUMINAL_CU(api.cuGraphAddKernelNode(&node, in_.graph, nullptr, 0, &params));
+      CUgraphEdgeData edge{};
+      edge.from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
+      edge.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+      LUMINAL_CU(api.cuGraphAddDependencies(in_.graph, &previous_, &node, &edge, 1));
+      ++in_.programmatic_edges;
+    } else {
+      LUMINAL_CU(api.cuGraphAddKernelNode(&node, in_.graph, previous_ ? &previous_ : nullptr, previous_ ? 1 : 0,
+                                          &params));
+    }
+    chain(node, /*is_kernel=*/true);
+    return node;
   }
 
   // Captures a library call (`run` enqueues it on the stream it is given) into a child graph.
@@ -648,7 +685,7 @@ class InstanceBuilder {
                                                          previous_ ? 1 : 0, child);
     api.cuGraphDestroy(child);
     LUMINAL_CU(result);
-    chain(added);
+    chain(added, /*is_kernel=*/false);
   }
 
   void record_export_errors() {
@@ -660,26 +697,47 @@ class InstanceBuilder {
     void* host_record = in_.host_error.values;
     void* args[] = {&device_record, &host_record};
     params.kernelParams = args;
-    CUgraphNode node = nullptr;
-    LUMINAL_CU(cuda::driver().cuGraphAddKernelNode(&node, in_.graph, previous_ ? &previous_ : nullptr,
-                                                   previous_ ? 1 : 0, &params));
-    chain(node);
+    add_kernel_node(params, /*waits=*/false);  // reads the record after every kernel has finished
+  }
+
+  // A matmul step: the generated GEMV as a kernel node of the graph (so that it may start early,
+  // its first weights already requested when they are read-only), cuBLASLt as a captured call.
+  void record_matmul(const Node& node, const cuda::Matmul& matmul) {
+    void* out = reinterpret_cast<void*>(in_.buffers[node.id].ptr);
+    cuda::KernelArgumentSlots slots;
+    const bool early_weights = programmatic_launch_ && read_only_in_graph(memory_read_by_library(node.inputs[1]));
+    if (const std::optional<CUDA_KERNEL_NODE_PARAMS> params = matmul.generated_node(out, early_weights, slots)) {
+      add_kernel_node(*params, /*waits=*/true);
+      return;
+    }
+    record_library_call([&](CUstream stream) { matmul.run(out, in_.workspace, stream); });
+  }
+
+  // Whether no step of the graph writes node `base`'s memory: the graph's weights, and inputs
+  // that no output writes back into (an input updated in place, e.g. a KV cache, is written by
+  // its scatter; inputs that share memory with an updated one never reach a compiled call).
+  bool read_only_in_graph(NodeId base) const {
+    const Placement where = placement(base);
+    if (where == Placement::Constant) return true;
+    if (where != Placement::Input) return false;
+    const int position = g_.node(base).input_position;
+    for (const ir::GraphOutput& output : g_.outputs) {
+      if (output.mutated_input == position) return false;
+    }
+    return true;
   }
 
   // The CUDA graph: steps in order (a chain), then the error export.
   void record_graph() {
     const cuda::DriverApi& api = cuda::driver();
     LUMINAL_CU(api.cuGraphCreate(&in_.graph, 0));
+    programmatic_launch_ = programmatic_launch_available();
     size_t launch_index = 0, matmul_index = 0, cudnn_index = 0;
     for (size_t s = 0; s < steps().size(); ++s) {
       const schedule::Step& step = steps()[s];
       if (step.kind == StepKind::LibraryMatmul) {
         const Node& node = g_.node(step.node);
-        if (product(in_.buffers[node.id].sizes) != 0) {
-          record_library_call([&](CUstream stream) {
-            in_.matmuls[matmul_index]->run(reinterpret_cast<void*>(in_.buffers[node.id].ptr), in_.workspace, stream);
-          });
-        }
+        if (product(in_.buffers[node.id].sizes) != 0) record_matmul(node, *in_.matmuls[matmul_index]);
         ++matmul_index;
         continue;
       }
@@ -694,9 +752,11 @@ class InstanceBuilder {
         void* args[] = {launch.fields.data()};
         const CUDA_KERNEL_NODE_PARAMS params = kernel_node(device_.functions[launch.kernel],
                                                            program_.kernels[launch.kernel], launch.grid, args);
-        LUMINAL_CU(api.cuGraphAddKernelNode(&launch.node, in_.graph, previous_ ? &previous_ : nullptr,
-                                            previous_ ? 1 : 0, &params));
-        chain(launch.node);
+        // A node that some calls disable (Launch::alias_output) keeps plain edges on both sides: how a
+        // programmatic edge behaves across a disabled node is not specified.
+        const bool may_be_disabled = launch.alias_output >= 0;
+        launch.node = add_kernel_node(params, /*waits=*/!may_be_disabled);
+        if (may_be_disabled) previous_is_kernel_ = false;
       }
     }
     record_export_errors();
@@ -719,6 +779,8 @@ class InstanceBuilder {
   std::map<size_t, CudnnLookup> cudnn_lookups_;  // per step cuDNN may take
   std::map<size_t, bool> against_generated_;     // per step cuDNN may take: is the generated kernel timed
   CUgraphNode previous_ = nullptr;    // the graph's last node so far
+  bool previous_is_kernel_ = false;   // a kernel node (else a captured library call, or none)
+  bool programmatic_launch_ = false;  // programmatic_launch_available(), when the graph is recorded
 };
 
 }  // namespace

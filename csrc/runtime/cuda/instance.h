@@ -135,6 +135,7 @@ struct Instance {
   CUgraphExec exec = nullptr;
   size_t bytes_per_call = 0;
   size_t graph_nodes = 0;
+  size_t programmatic_edges = 0;  // kernel-to-kernel edges that let the later one launch early
 
   ~Instance() {
     try {

@@ -99,8 +99,9 @@ StandaloneKernel::Loaded& StandaloneKernel::loaded_on(int device) {
   return loaded_.emplace(device, loaded).first->second;
 }
 
-void StandaloneKernel::launch(int device, const LaunchShape& shape, CUstream stream,
-                              const std::vector<KernelArgument>& arguments) {
+CUDA_KERNEL_NODE_PARAMS StandaloneKernel::node_params(int device, const LaunchShape& shape,
+                                                      const std::vector<KernelArgument>& arguments,
+                                                      KernelArgumentSlots& slots) {
   for (int d = 0; d < 3; ++d) {
     LUMINAL_CHECK(shape.grid[d] > 0 && shape.block[d] > 0, "kernel ", name_, ": the grid and block sizes must be "
                   "positive, got grid (", shape.grid[0], ", ", shape.grid[1], ", ", shape.grid[2], ") and block (",
@@ -119,17 +120,31 @@ void StandaloneKernel::launch(int device, const LaunchShape& shape, CUstream str
   }
   // The driver copies each parameter's declared size from these addresses (a float from the low
   // bytes of its slot: little-endian hosts only, like every platform CUDA runs on).
-  thread_local std::vector<uint64_t> slots;
-  thread_local std::vector<void*> pointers;
-  slots.resize(arguments.size());
-  pointers.resize(arguments.size());
+  slots.values.resize(arguments.size());
+  slots.pointers.resize(arguments.size());
   for (size_t k = 0; k < arguments.size(); ++k) {
-    slots[k] = arguments[k].bits;
-    pointers[k] = &slots[k];
+    slots.values[k] = arguments[k].bits;
+    slots.pointers[k] = &slots.values[k];
   }
-  LUMINAL_CU(driver().cuLaunchKernel(loaded.function, shape.grid[0], shape.grid[1], shape.grid[2], shape.block[0],
-                                     shape.block[1], shape.block[2], shape.shared_bytes, stream,
-                                     pointers.empty() ? nullptr : pointers.data(), nullptr));
+  CUDA_KERNEL_NODE_PARAMS params{};
+  params.func = loaded.function;
+  params.gridDimX = shape.grid[0];
+  params.gridDimY = shape.grid[1];
+  params.gridDimZ = shape.grid[2];
+  params.blockDimX = shape.block[0];
+  params.blockDimY = shape.block[1];
+  params.blockDimZ = shape.block[2];
+  params.sharedMemBytes = shape.shared_bytes;
+  params.kernelParams = slots.pointers.empty() ? nullptr : slots.pointers.data();
+  return params;
+}
+
+void StandaloneKernel::launch(int device, const LaunchShape& shape, CUstream stream,
+                              const std::vector<KernelArgument>& arguments) {
+  thread_local KernelArgumentSlots slots;
+  const CUDA_KERNEL_NODE_PARAMS p = node_params(device, shape, arguments, slots);
+  LUMINAL_CU(driver().cuLaunchKernel(p.func, p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY,
+                                     p.blockDimZ, p.sharedMemBytes, stream, p.kernelParams, nullptr));
 }
 
 size_t StandaloneKernel::check_compiles(const std::string& source, const std::string& name, const std::string& arch) {

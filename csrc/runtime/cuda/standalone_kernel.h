@@ -1,6 +1,6 @@
-// A hand-written CUDA kernel, compiled with NVRTC and launched through the driver API, outside any
-// compiled graph: the reference rows of the benchmarks (what a graph's generated code is measured
-// against) launch their kernels through it. Nothing in a compiled graph's path uses it.
+// A CUDA kernel from its source, compiled with NVRTC and launched through the driver API or added to
+// a CUDA graph as a kernel node: the reference rows of the benchmarks launch their hand-written
+// kernels through it, and the generated GEMV (runtime/cuda/gemv.h) its own.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +31,13 @@ struct LaunchShape {
   unsigned shared_bytes = 0;  // dynamic shared memory
 };
 
+// Where a launch's arguments live until the driver has copied them (the launch, or the graph node
+// being added).
+struct KernelArgumentSlots {
+  std::vector<uint64_t> values;
+  std::vector<void*> pointers;  // to values
+};
+
 class StandaloneKernel {
  public:
   // Nothing is compiled yet: the first launch on a device compiles `source` for its architecture
@@ -44,6 +51,10 @@ class StandaloneKernel {
   // when the launch shape is empty, or when the arguments do not match the kernel's parameters in
   // number or size (where the driver can say: cuFuncGetParamInfo, CUDA 12.4 and newer).
   void launch(int device, const LaunchShape& shape, CUstream stream, const std::vector<KernelArgument>& arguments);
+  // The same launch as a CUDA graph kernel node's parameters, pointing into `slots` (which must
+  // outlive adding the node). Compiles and loads like launch().
+  CUDA_KERNEL_NODE_PARAMS node_params(int device, const LaunchShape& shape, const std::vector<KernelArgument>& arguments,
+                                      KernelArgumentSlots& slots);
 
   const std::string& name() const { return name_; }
 
