@@ -728,10 +728,30 @@ class InstanceBuilder {
   }
 
   // The CUDA graph: steps in order (a chain), then the error export.
+  // With programmatic edges where they are available. A driver that refuses them (adding an edge
+  // or instantiating the graph) gets the graph again with plain edges only: slower, never wrong. A
+  // failure that has nothing to do with the edges happens again there, and is raised.
   void record_graph() {
+    if (programmatic_launch_available()) {
+      try {
+        if (record_graph(true) == CUDA_SUCCESS) return;
+      } catch (const Error&) {
+      }
+      if (in_.graph) cuda::driver().cuGraphDestroy(in_.graph);
+      in_.graph = nullptr;
+      in_.exec = nullptr;
+      in_.graph_nodes = in_.programmatic_edges = 0;
+      previous_ = nullptr;
+      previous_is_kernel_ = false;
+    }
+    LUMINAL_CU(record_graph(false));
+  }
+
+  // Records the chain and returns what instantiating it gave.
+  CUresult record_graph(bool programmatic) {
     const cuda::DriverApi& api = cuda::driver();
     LUMINAL_CU(api.cuGraphCreate(&in_.graph, 0));
-    programmatic_launch_ = programmatic_launch_available();
+    programmatic_launch_ = programmatic;
     size_t launch_index = 0, matmul_index = 0, cudnn_index = 0;
     for (size_t s = 0; s < steps().size(); ++s) {
       const schedule::Step& step = steps()[s];
@@ -760,7 +780,7 @@ class InstanceBuilder {
       }
     }
     record_export_errors();
-    LUMINAL_CU(api.cuGraphInstantiateWithFlags(&in_.exec, in_.graph, 0));
+    return api.cuGraphInstantiateWithFlags(&in_.exec, in_.graph, 0);
   }
 
   const CudaProgram& program_;
