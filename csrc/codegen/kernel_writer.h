@@ -185,6 +185,9 @@ class KernelWriter {
   std::string reduce_body();
   // `__launch_bounds__(<block size>)`
   std::string launch_bounds() const;
+  // The entry point's signature and its first statement, lm_kernel_entry() (the wait for the
+  // kernels ahead of it: codegen prelude).
+  std::string kernel_opening() const;
 
   const Node& node_;
   const std::vector<OperandInfo>& operands_;

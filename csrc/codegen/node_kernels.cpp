@@ -55,7 +55,7 @@ Kernel KernelWriter::write_scatter() {
   for (const Expr& target : node_.scatter_targets) coordinates.push_back(emit(target, root));
   const std::string value = emit(node_.body, root);
   std::ostringstream out;
-  out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n  lm_kernel_entry();\n";
+  out << kernel_opening();
   out << "  const lm_i64 lm_n = " << shape_code(kernel.outputs) << ";\n";
   out << "  for (lm_i64 lm_flat = (lm_i64)blockIdx.x * blockDim.x + threadIdx.x; lm_flat < lm_n;"
       << " lm_flat += (lm_i64)gridDim.x * blockDim.x) {\n";
@@ -109,7 +109,7 @@ std::string KernelWriter::elementwise_body() {
   const ir::Shape groups = unrolled_shape();
   const int unroll = schedule_.unroll;
   std::ostringstream out;
-  out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n  lm_kernel_entry();\n";
+  out << kernel_opening();
   out << "  const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(groups), {})) << ";\n";
   if (warp_mode_) {
     // A warp per element: every lane runs the element's code, lanes split its top-level folds.
@@ -187,7 +187,7 @@ std::string KernelWriter::row_body() {
   const std::string length = shape_code(node_.shape[last]);
   const std::optional<VectorFold> vector = emit_row_vector_loop(body, along, root, length);
   std::ostringstream out;
-  out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n  lm_kernel_entry();\n";
+  out << kernel_opening();
   out << "  const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(row_shape()), {})) << ";\n";
   if (lanes_ == 32) {
     out << "  const int lm_lane = threadIdx.x & 31;\n";
@@ -229,7 +229,7 @@ ir::Shape KernelWriter::piece_shape_of(const Node& node, const passes::Pointwise
 // One case per piece, selected by blockIdx.y; each piece iterates its own box of the output.
 std::string KernelWriter::pieces_body(const std::vector<passes::PointwisePiece>& pieces) {
   std::ostringstream out;
-  out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n  lm_kernel_entry();\n";
+  out << kernel_opening();
   out << "  switch (blockIdx.y) {\n";
   // Contiguous output strides.
   std::vector<std::string> strides(node_.rank());
@@ -297,6 +297,11 @@ std::string KernelWriter::warp_combine(const Combine& c) const {
                  " val = __shfl_xor_sync(0xffffffffu, acc, lm_o); ", c.step, " }");
 }
 
+std::string KernelWriter::kernel_opening() const {
+  return str_cat("extern \"C\" __global__ void ", launch_bounds(),
+                 " LM_KERNEL(const LM_KERNEL_params p) {\n  lm_kernel_entry();\n");
+}
+
 std::string KernelWriter::lanes_combine(const Combine& c) {
   if (lanes_ == 32) return warp_combine(c);
   // Warp w's total goes to slot w; after the barrier every thread adds the slots in order (the same
@@ -358,7 +363,7 @@ std::string KernelWriter::reduce_body() {
 
   std::ostringstream out;
   const bool warp = warp_mode_;
-  out << "extern \"C\" __global__ void " << launch_bounds() << " LM_KERNEL(const LM_KERNEL_params p) {\n  lm_kernel_entry();\n";
+  out << kernel_opening();
   out << "  const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(node_.shape), {})) << ";\n";
   if (warp) {
     out << "  const int lm_lane = threadIdx.x & 31;\n";

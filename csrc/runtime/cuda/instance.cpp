@@ -727,10 +727,10 @@ class InstanceBuilder {
     return true;
   }
 
-  // The CUDA graph: steps in order (a chain), then the error export.
-  // With programmatic edges where they are available. A driver that refuses them (adding an edge
-  // or instantiating the graph) gets the graph again with plain edges only: slower, never wrong. A
-  // failure that has nothing to do with the edges happens again there, and is raised.
+  // The CUDA graph: steps in order (a chain), then the error export; with programmatic edges where
+  // they are available. A driver that refuses them (adding an edge or instantiating the graph) gets
+  // the graph again with plain edges only: slower, never wrong. A failure that has nothing to do
+  // with the edges happens again there, and is raised.
   void record_graph() {
     if (programmatic_launch_available()) {
       try {
@@ -800,7 +800,7 @@ class InstanceBuilder {
   std::map<size_t, bool> against_generated_;     // per step cuDNN may take: is the generated kernel timed
   CUgraphNode previous_ = nullptr;    // the graph's last node so far
   bool previous_is_kernel_ = false;   // a kernel node (else a captured library call, or none)
-  bool programmatic_launch_ = false;  // programmatic_launch_available(), when the graph is recorded
+  bool programmatic_launch_ = false;  // whether the recording under way uses programmatic edges
 };
 
 }  // namespace
