@@ -79,8 +79,9 @@ void add_library_dirs(const std::vector<std::string>& dirs);
   X(cuGraphLaunch)
 
 // Driver functions luminal runs without where the driver lacks them (null then): programmatic
-// edges between a CUDA graph's kernels (CUDA 12.3+; instance.cpp).
-#define LUMINAL_OPTIONAL_DRIVER_FUNCTIONS(X) X(cuGraphAddDependencies)
+// edges between a CUDA graph's kernels (CUDA 12.3+; instance.cpp). Named with its suffix: in
+// CUDA 12's headers the plain name is the older function, without edge data.
+#define LUMINAL_OPTIONAL_DRIVER_FUNCTIONS(X) X(cuGraphAddDependencies_v2)
 
 #define LUMINAL_NVRTC_FUNCTIONS(X) \
   X(nvrtcGetErrorString)           \

@@ -640,7 +640,7 @@ class InstanceBuilder {
       major_minor = major_minor * 10 + (arch[i] - '0');
     }
     return config()->programmatic_launch && arch.rfind("sm_", 0) == 0 && major_minor >= 90 &&
-           cuda::driver().cuGraphAddDependencies != nullptr;
+           cuda::driver().cuGraphAddDependencies_v2 != nullptr;
   }
 
   // Adds a kernel node after the previous node. `waits` says that the kernel runs
@@ -655,7 +655,7 @@ class InstanceBuilder {
       CUgraphEdgeData edge{};
       edge.from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
       edge.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
-      LUMINAL_CU(api.cuGraphAddDependencies(in_.graph, &previous_, &node, &edge, 1));
+      LUMINAL_CU(api.cuGraphAddDependencies_v2(in_.graph, &previous_, &node, &edge, 1));
       ++in_.programmatic_edges;
     } else {
       LUMINAL_CU(api.cuGraphAddKernelNode(&node, in_.graph, previous_ ? &previous_ : nullptr, previous_ ? 1 : 0,
