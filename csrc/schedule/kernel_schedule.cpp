@@ -316,7 +316,7 @@ Mapping reduce_mapping(const Node& node) {
 bool few_long_rows(const Node& node) {
   if (node.rank() == 0) return false;
   const std::optional<int64_t> length = ir::as_int_const(node.shape.back());
-  ir::Shape rows_shape(node.shape.begin(), node.shape.end() - 1);
+  const ir::Shape rows_shape(node.shape.begin(), node.shape.end() - 1);
   const std::optional<int64_t> rows = ir::as_int_const(ir::simplify(ir::product(rows_shape), {}));
   return length && rows && *length >= kBlockRowMinLength && *rows <= kBlockRowMaxRows;
 }

@@ -15,7 +15,6 @@
 
 namespace luminal::cuda {
 
-
 // Whether the generated GEMV computes this problem (dtype, row count, batch count within a grid's
 // y extent). Any operand layout is read by strides; vectorized() says whether the fast loop runs.
 bool generated_gemv_applies(const MatmulShape& shape);
