@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from helpers import assert_same, capturing_backend, rand
+from helpers import assert_same, capturing_backend, rand, set_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "dlrm"))
 from model import DLRM, MINI, DLRMConfig, make_inputs  # noqa: E402
@@ -87,8 +87,6 @@ class _DecodeLike(torch.nn.Module):
 
 
 def _decode_like_results(monkeypatch: pytest.MonkeyPatch, programmatic: bool) -> tuple[list[Any], dict[str, Any]]:
-    from helpers import set_env
-
     set_env(monkeypatch, "LUMINAL_GEMV", "generated")
     set_env(monkeypatch, "LUMINAL_PDL", "1" if programmatic else "0")
     torch._dynamo.reset()

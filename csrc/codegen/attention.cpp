@@ -28,8 +28,8 @@ constexpr int64_t kMmaQueryTile = 64;  // attention_mma.cuh, attention_tf32.cuh:
 constexpr int64_t kMmaMaxHeadSize = 128;
 constexpr int64_t kStaticSharedBytes = 48 * 1024;
 // attention_decode.cuh: at most this many queries (a static size), keys scored in chunks of 256 by a
-// block of four warps.
-constexpr int64_t kDecodeMaxQueries = 4, kDecodeChunk = 256, kDecodeWarps = 4;
+// block of the attention schedule's threads (the template gets both as @DECODE_CHUNK@, @THREADS@).
+constexpr int64_t kDecodeMaxQueries = 4, kDecodeChunk = 256, kDecodeWarps = schedule::kAttentionThreads / 32;
 
 // How a value of `dtype` becomes a number: the conversion applied to the stored element.
 const char* from_storage(DType dtype) {
@@ -112,6 +112,8 @@ Kernel KernelWriter::write_attention() {
   body = replace_all(body, "@LQ@", shape_code(q.shape[2]));
   body = replace_all(body, "@LK@", shape_code(key.shape[2]));
   body = replace_all(body, "@HK@", shape_code(key.shape[1]));
+  body = replace_all(body, "@DECODE_CHUNK@", std::to_string(kDecodeChunk));
+  body = replace_all(body, "@THREADS@", std::to_string(schedule::kAttentionThreads));
   body = replace_all(body, "@D@", std::to_string(head_size));
   body = replace_all(body, "@DV@", std::to_string(value_size));
   body = replace_all(body, "@STAGE@", stage ? "1" : "0");

@@ -15,8 +15,8 @@
 // Semantics (causal top-left aligned, bool/float masks read by strides, broadcast dimensions with
 // stride 0, grouped-query heads h / (H / Hk)) are those of attention.cuh.
 // Filled in by codegen/attention.cpp: shapes, strides (elements, i64), types and the mask.
-#define LM_CHUNK 256
-#define LM_THREADS 128
+#define LM_CHUNK @DECODE_CHUNK@
+#define LM_THREADS @THREADS@
 #define LM_WARPS (LM_THREADS / 32)
 
 __device__ __forceinline__ @T@ LM_KERNEL_in(const @IN_T@* __restrict__ base, lm_i64 offset) {

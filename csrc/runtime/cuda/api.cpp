@@ -142,15 +142,17 @@ CUcontext use_primary_context(int device) {
   return primary;
 }
 
-std::string device_arch(int device) {
+int compute_capability(int device) {
   const DriverApi& api = driver();
   CUdevice dev;
   check(api.cuDeviceGet(&dev, device), "cuDeviceGet");
   int major = 0, minor = 0;
   check(api.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute");
   check(api.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute");
-  return str_cat("sm_", major, minor);
+  return major * 10 + minor;  // minor versions are single digits
 }
+
+std::string device_arch(int device) { return str_cat("sm_", compute_capability(device)); }
 
 void check(CUresult result, const char* call) {
   if (result == CUDA_SUCCESS) return;

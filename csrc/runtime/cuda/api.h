@@ -168,6 +168,8 @@ bool device_available();
 // more (torch keeps it alive; so does luminal), and returns it.
 CUcontext use_primary_context(int device);
 
+// The device's compute capability as major * 10 + minor: 90 for an H100.
+int compute_capability(int device);
 // The device's architecture for NVRTC: "sm_90".
 std::string device_arch(int device);
 

@@ -1,7 +1,6 @@
 #include "runtime/cuda/instance.h"
 
 #include <algorithm>
-#include <cctype>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -634,12 +633,7 @@ class InstanceBuilder {
   // Whether kernels of this graph may start while the kernel before them finishes: LUMINAL_PDL
   // (on by default), sm_90 or newer, and a driver with edge data (CUDA 12.3+).
   bool programmatic_launch_available() const {
-    const std::string& arch = device_.arch;  // "sm_90", "sm_100a"
-    int major_minor = 0;
-    for (size_t i = 3; i < arch.size() && std::isdigit(static_cast<unsigned char>(arch[i])); ++i) {
-      major_minor = major_minor * 10 + (arch[i] - '0');
-    }
-    return config()->programmatic_launch && arch.rfind("sm_", 0) == 0 && major_minor >= 90 &&
+    return config()->programmatic_launch && cuda::compute_capability(device_.device) >= 90 &&
            cuda::driver().cuGraphAddDependencies_v2 != nullptr;
   }
 
