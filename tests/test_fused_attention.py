@@ -150,6 +150,10 @@ DECODE_SHAPES = {
     "one_query_two_chunks": dict(queries=1, keys=300),
     "three_queries_two_chunks": dict(queries=3, keys=300, head_size=24),
     "two_queries_head_256": dict(batch=1, heads=2, kv_heads=2, queries=2, keys=70, head_size=256),
+    # The vector path (whole 16-byte vectors per row): heads of 64 over two chunks (bf16), several
+    # chunks of a head of 128 with four queries.
+    "head_64": dict(batch=1, heads=8, kv_heads=8, queries=1, keys=200, head_size=64),
+    "four_queries_head_128": dict(batch=2, heads=2, kv_heads=2, queries=4, keys=700, head_size=128),
 }
 
 
@@ -157,11 +161,39 @@ DECODE_SHAPES = {
 @pytest.mark.parametrize("shape", sorted(DECODE_SHAPES))
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_decode_attention(dtype: torch.dtype, shape: str, mask: str, device: str) -> None:
-    """A few queries (decode steps: codegen's attention_decode.cuh on CUDA, keys scored in chunks of
-    256): several chunks, an odd head size, a head of 256, every mask kind."""
+    """A few queries (decode steps: codegen's attention_decode.cuh on CUDA, its scalar path in chunks
+    of 256 keys, its vector path in chunks of 1024 / (16-byte vectors per key row)): several chunks,
+    an odd head size, a head of 256, heads of whole vectors, every mask kind."""
     q, k, v = qkv(dtype, device, **DECODE_SHAPES[shape])
     fused = not (device == "cuda" and dtype == torch.float64)
     check_attention(q, k, v, make_mask(mask, q, k), is_causal=mask == "causal", fused=fused)
+
+
+@pytest.mark.parametrize("layout", ["head_strided", "rows_misaligned"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_decode_attention_reads_keys_no_vector_load_fits(dtype: torch.dtype, layout: str, device: str) -> None:
+    """Heads of 64 compile the vector path, but these keys and values cannot be read 16 bytes at a
+    time: the kernel's run-time check takes the scalar path (a vector load here would read the
+    wrong elements or fault on a misaligned address). The fused kernel is called directly: sdpa
+    would copy such operands, or decompose, before luminal sees them."""
+    q = rand(2, 2, 1, 64, dtype=dtype, device=device, low=-1, high=1)
+    if layout == "head_strided":  # the head dimension is the outer one in memory
+        k, v = (rand(2, 2, 64, 90, dtype=dtype, device=device, low=-1, high=1).transpose(-1, -2) for _ in range(2))
+    else:  # rows of 65 elements, each view starting one element in
+        k, v = (rand(2, 2, 90, 65, dtype=dtype, device=device, low=-1, high=1)[..., 1:] for _ in range(2))
+    assert not k.is_contiguous()
+    mask = rand(2, 2, 1, 90, dtype=dtype, device=device, low=-2, high=1)
+    scale = 0.125
+
+    def fused(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        if device == "cpu":
+            call = aten._scaled_dot_product_flash_attention_for_cpu.default
+            return call(a, b, c, 0.0, False, attn_mask=m, scale=scale)[0]
+        return aten._scaled_dot_product_efficient_attention.default(a, b, c, m, False, 0.0, False, scale=scale)[0]
+
+    out, attentions = compile_and_count(fused, q, k, v, mask)
+    assert attentions == 1
+    assert_same(out, reference(q, k, v, mask, scale=scale), tolerance_scale=4)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
@@ -227,6 +259,25 @@ def test_grouped_query_heads(device: str) -> None:
     out, attentions = compile_and_count(hf_style, q, k, v)
     assert attentions == 1
     assert_same(out, reference(q, k, v, is_causal=True), tolerance_scale=4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_grouped_query_decode_step(dtype: torch.dtype, device: str) -> None:
+    """A Llama-shaped decode step (heads of 64, four query heads per key/value head, transformers'
+    repeat_kv, a float mask that hides the cache's unwritten tail): the decode kernel's vector path."""
+    q = rand(1, 8, 1, 64, dtype=dtype, device=device, low=-1, high=1)
+    k, v = (rand(1, 2, 300, 64, dtype=dtype, device=device, low=-1, high=1) for _ in range(2))
+    mask = torch.zeros(1, 1, 1, 300, dtype=dtype, device=device)
+    mask[..., 173:] = -math.inf
+
+    def hf_style(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        b = b[:, :, None].expand(1, 2, 4, 300, 64).reshape(1, 8, 300, 64)
+        c = c[:, :, None].expand(1, 2, 4, 300, 64).reshape(1, 8, 300, 64)
+        return F.scaled_dot_product_attention(a, b, c, attn_mask=m)
+
+    out, attentions = compile_and_count(hf_style, q, k, v, mask)
+    assert attentions == 1
+    assert_same(out, reference(q, k, v, mask), tolerance_scale=4)
 
 
 def kernel_calls() -> list[Any]:

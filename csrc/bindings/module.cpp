@@ -420,6 +420,7 @@ class PyCompiledGraph {
       c["library_calls"] = s.cuda.library_calls;
       c["graph_nodes"] = s.cuda.graph_nodes;
       c["programmatic_edges"] = s.cuda.programmatic_edges;
+      c["grouped_gemvs"] = s.cuda.grouped_gemvs;
       c["launches_per_call"] = s.cuda.launches_per_call;
       c["staging_copies"] = s.cuda.staging_copies;
       c["host_syncs"] = s.cuda.host_syncs;

@@ -1,5 +1,6 @@
 // The fused attention kernel (ir::NodeKind::Attention): the template text (attention.cuh, embedded
 // at build time) with its shapes, strides, element types and mask filled in.
+#include <algorithm>
 #include <cstdio>
 
 #include "codegen/kernel_writer.h"
@@ -30,6 +31,9 @@ constexpr int64_t kStaticSharedBytes = 48 * 1024;
 // attention_decode.cuh: at most this many queries (a static size), keys scored in chunks of 256 by a
 // block of the attention schedule's threads (the template gets both as @DECODE_CHUNK@, @THREADS@).
 constexpr int64_t kDecodeMaxQueries = 4, kDecodeChunk = 256, kDecodeWarps = schedule::kAttentionThreads / 32;
+// Its vector path: 16-byte key vectors each thread requests per chunk (LM_KEY_LOADS), and at most
+// this many value vectors (registers: a thread holds both sets at once).
+constexpr int64_t kDecodeKeyLoads = 8, kDecodeMaxValueLoads = 16;
 
 // How a value of `dtype` becomes a number: the conversion applied to the stored element.
 const char* from_storage(DType dtype) {
@@ -52,13 +56,38 @@ int64_t static_size(const Expr& e, const char* what, const std::string& origin) 
   return *n;
 }
 
+// The keys per chunk of attention_decode.cuh's vector path, or 0 where it is not compiled: f32/f16/
+// bf16 heads whose key and value rows are whole 16-byte vectors, a power of two of them up to 32
+// (the threads of a row divide a warp), and whole value loads per thread, at most
+// kDecodeMaxValueLoads of them. (The run-time part, addresses and strides, the kernel checks.)
+int64_t decode_vector_keys(DType dtype, int64_t head_size, int64_t value_size) {
+  if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16) return 0;
+  const int64_t per_vector = 16 / dtype_size(dtype);
+  const auto lanes = [&](int64_t size) -> int64_t {
+    const bool whole = size % per_vector == 0 && size / per_vector <= 32;
+    const int64_t n = size / per_vector;
+    return whole && n > 0 && (n & (n - 1)) == 0 ? n : 0;
+  };
+  const int64_t key_lanes = lanes(head_size), value_lanes = lanes(value_size);
+  if (key_lanes == 0 || value_lanes == 0) return 0;
+  const int64_t keys = kDecodeKeyLoads * schedule::kAttentionThreads / key_lanes;
+  const int64_t value_vectors = keys * value_lanes;
+  const bool whole_loads = value_vectors % schedule::kAttentionThreads == 0;
+  return whole_loads && value_vectors / schedule::kAttentionThreads <= kDecodeMaxValueLoads ? keys : 0;
+}
+
+// Scores attention_decode.cuh stages in shared memory: the larger of its two paths' chunks.
+int64_t decode_scores(DType dtype, int64_t head_size, int64_t value_size) {
+  return std::max(kDecodeChunk, decode_vector_keys(dtype, head_size, value_size));
+}
+
 // Whether attention_decode.cuh takes this node: a static query count of at most kDecodeMaxQueries
 // (a decode step: the tile kernels would compute 16 or 64 query rows, almost all padding, with one
 // block walking every key), and its shared arrays within the static limit.
-bool decode_kernel_fits(const Expr& queries, int64_t value_size, int64_t element) {
+bool decode_kernel_fits(const Expr& queries, DType dtype, int64_t head_size, int64_t value_size, int64_t element) {
   const auto count = ir::as_int_const(queries);
   // The chunk's scores, each warp's partial output, and each warp's max and sum slots.
-  const int64_t shared = (kDecodeChunk + kDecodeWarps * (value_size + 2)) * element;
+  const int64_t shared = (decode_scores(dtype, head_size, value_size) + kDecodeWarps * (value_size + 2)) * element;
   return count && *count <= kDecodeMaxQueries && shared <= kStaticSharedBytes;
 }
 
@@ -89,7 +118,7 @@ Kernel KernelWriter::write_attention() {
   const int64_t k_step = half ? 16 : 8;
   const bool tensor_cores = (half || in == DType::F32) && head_size % k_step == 0 && value_size % k_step == 0 &&
                             head_size <= kMmaMaxHeadSize && value_size <= kMmaMaxHeadSize;
-  const bool decode = decode_kernel_fits(q.shape[2], value_size, element);
+  const bool decode = decode_kernel_fits(q.shape[2], in, head_size, value_size, element);
   const int64_t query_tile = decode ? 1 : tensor_cores ? kMmaQueryTile : kQueryTile;
 
   Kernel kernel;
@@ -114,6 +143,8 @@ Kernel KernelWriter::write_attention() {
   body = replace_all(body, "@HK@", shape_code(key.shape[1]));
   body = replace_all(body, "@DECODE_CHUNK@", std::to_string(kDecodeChunk));
   body = replace_all(body, "@THREADS@", std::to_string(schedule::kAttentionThreads));
+  body = replace_all(body, "@DECODE_VECTOR@", decode_vector_keys(in, head_size, value_size) > 0 ? "1" : "0");
+  body = replace_all(body, "@DECODE_SCORES@", std::to_string(decode_scores(in, head_size, value_size)));
   body = replace_all(body, "@D@", std::to_string(head_size));
   body = replace_all(body, "@DV@", std::to_string(value_size));
   body = replace_all(body, "@STAGE@", stage ? "1" : "0");

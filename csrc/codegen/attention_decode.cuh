@@ -1,23 +1,46 @@
 // Fused attention for a few queries (decode steps): one block of 128 threads per (batch, head,
 // query). The tile kernels (attention.cuh, attention_mma.cuh) spend a block on 16 or 64 query rows
 // and walk the keys one tile at a time: with one query per head, a decode step ran 32 blocks that
-// mostly computed padding. Here the keys of a chunk are spread over the block's four warps, and
-// every read of a key or value row is coalesced (lanes over the head):
+// mostly computed padding. Memory latency, not bandwidth, bounds this kernel (a few blocks, each
+// reading its head's cache), so both paths below keep many loads in flight.
+//
+// The vector path (LM_VECTOR: codegen found that a key row and a value row are whole 16-byte
+// vectors, LM_KEY_LANES and LM_VALUE_LANES of them, each a power of two up to 32; taken when the
+// run-time addresses and strides allow 16-byte loads): the keys are walked in chunks of
+// LM_VECTOR_KEYS, and for each chunk
+//   1. every thread requests its LM_KEY_LOADS key vectors, its LM_VALUE_LOADS value vectors and
+//      its keys' mask elements before using any (one memory round trip per chunk): consecutive
+//      threads read consecutive 16 bytes of a row, so a warp reads whole rows;
+//   2. each thread multiplies its piece of a key row with the same piece of q (held in registers);
+//      shuffles over the row's LM_KEY_LANES threads add the pieces, and the row's first thread masks
+//      the score and stores it in shared memory;
+//   3. the chunk's max and exp-sum, reduced over the block, update the running max m and sum l
+//      (online softmax: the running output is rescaled by exp(m_old - m_new) when the max grows);
+//   4. each thread adds p_j * v_j for its value vectors into its LM_E output elements.
+// At the end the threads that hold the same output elements add their sums: shuffles within a
+// warp, then the warps in a fixed order through shared memory (deterministic).
+//
+// The scalar path (any head size, any strides): the keys of a chunk of LM_CHUNK are spread over
+// the block's four warps, every read of a key or value row coalesced (lanes over the head):
 //   1. scores: warp w scores keys w * 8 .. w * 8 + 7, then 32 further, ... of the chunk, eight keys
 //      in flight (lanes multiply q, held in registers, with their part of each key row; shuffles
 //      add the parts); lane u masks and stores key u's score in shared memory;
-//   2. the chunk's max and its exp-sum, reduced over the block, update the running max m and sum l
-//      (online softmax: the running output is rescaled by exp(m_old - m_new) when the max grows);
+//   2. the chunk's max and its exp-sum update m and l as above;
 //   3. values: warp w adds p_j * v_j for keys w * 8 .. w * 8 + 7, then 32 further, ... of the chunk
-//      (four at a time for wide heads), lanes over the value head, the rows read before the adds.
-// At the end the four warps' partial outputs are added in a fixed order (deterministic) and
-// divided by l; a query that attends to no key (all masked) is written as 0, as the tile kernels do.
-// Semantics (causal top-left aligned, bool/float masks read by strides, broadcast dimensions with
-// stride 0, grouped-query heads h / (H / Hk)) are those of attention.cuh.
+//      (four at a time for wide heads), lanes over the value head, the rows read before the adds;
+// and the four warps' partial outputs are added in a fixed order at the end.
+//
+// Both divide by l at the end; a query that attends to no key (all masked) is written as 0, as the
+// tile kernels do. Semantics (causal top-left aligned, bool/float masks read by strides, broadcast
+// dimensions with stride 0, grouped-query heads h / (H / Hk)) are those of attention.cuh.
 // Filled in by codegen/attention.cpp: shapes, strides (elements, i64), types and the mask.
 #define LM_CHUNK @DECODE_CHUNK@
 #define LM_THREADS @THREADS@
 #define LM_WARPS (LM_THREADS / 32)
+#define LM_D @D@
+#define LM_DV @DV@
+#define LM_VECTOR @DECODE_VECTOR@
+#define LM_SCORES @DECODE_SCORES@  // scores staged in shared memory: the larger of the two chunks
 
 __device__ __forceinline__ @T@ LM_KERNEL_in(const @IN_T@* __restrict__ base, lm_i64 offset) {
   return (@T@)@FROM_IN@(base[offset]);
@@ -40,138 +63,327 @@ __device__ __forceinline__ @T@ LM_KERNEL_block_reduce(@T@ value, @T@* slots, int
   return result;
 }
 
-extern "C" __global__ void __launch_bounds__(LM_THREADS) LM_KERNEL(const LM_KERNEL_params p) {
-  lm_kernel_entry();
-  const lm_i64 lm_batch = @B@, lm_heads = @H@, lm_lq = @LQ@, lm_lk = @LK@, lm_kv_heads = @HK@;
-  constexpr int LM_D = @D@, LM_DV = @DV@, LM_ACC = (LM_DV + 31) / 32;
+// What one row (batch, head, query) needs: its indices, operands and the keys it sees.
+struct LM_KERNEL_row {
+  lm_i64 b, h, i;
+  const @IN_T@* q;
+  const @IN_T@* k;
+  const @IN_T@* v;
+  lm_i64 key_end;
+};
+
+__device__ __forceinline__ LM_KERNEL_row LM_KERNEL_locate(const LM_KERNEL_params& p, lm_i64 row) {
+  const lm_i64 lm_heads = @H@, lm_lq = @LQ@, lm_lk = @LK@, lm_kv_heads = @HK@;
   const lm_i64 lm_group = lm_heads / lm_kv_heads;
-  const lm_i64 lm_rows = lm_batch * lm_heads * lm_lq;
+  LM_KERNEL_row r;
+  r.i = row % lm_lq;
+  const lm_i64 lm_bh = row / lm_lq;
+  r.h = lm_bh % lm_heads;
+  r.b = lm_bh / lm_heads;
+  const lm_i64 lm_g = r.h / lm_group;  // grouped-query attention: the key/value head
+  r.q = p.in0 + r.b * (@Q_S0@) + r.h * (@Q_S1@) + r.i * (@Q_S2@);
+  r.k = p.in1 + r.b * (@K_S0@) + lm_g * (@K_S1@);
+  r.v = p.in2 + r.b * (@V_S0@) + lm_g * (@V_S1@);
+  // Causal (top-left aligned): query i sees keys j <= i.
+  r.key_end = (@CAUSAL@ && r.i + 1 < lm_lk) ? r.i + 1 : lm_lk;
+  return r;
+}
+
+// The block's shared arrays, used by one path at a time.
+struct LM_KERNEL_shared {
+  @T@ p[LM_SCORES];
+  @T@ max_slots[LM_WARPS], sum_slots[LM_WARPS];
+  @T@ partial[LM_WARPS][LM_DV];
+};
+
+// The row's output: the warps' partial sums added in a fixed order, divided by l.
+__device__ __forceinline__ void LM_KERNEL_finish(const LM_KERNEL_params& p, lm_i64 row, LM_KERNEL_shared& s, @T@ l) {
+  // A row that attends to no key is 0 (torch's fused kernels), never 0/0.
+  const @T@ lm_inverse = l > 0 ? (@T@)1 / l : (@T@)0;
+  @OUT_T@* const lm_out = p.out + row * (lm_i64)LM_DV;
+  for (int d = threadIdx.x; d < LM_DV; d += LM_THREADS) {
+    @T@ lm_sum = s.partial[0][d];
+#pragma unroll
+    for (int w = 1; w < LM_WARPS; ++w) lm_sum += s.partial[w][d];
+    lm_out[d] = LM_KERNEL_store(lm_sum * lm_inverse);
+  }
+}
+
+__device__ __forceinline__ void LM_KERNEL_scalar_row(const LM_KERNEL_params& p, lm_i64 lm_row, LM_KERNEL_shared& s) {
+  constexpr int LM_ACC = (LM_DV + 31) / 32;
   const @T@ lm_scale = (@T@)(@SCALE@);
   const @T@ lm_neg_inf = @NEG_INF@;
-  // Keys scored and value rows read per warp before their results are used: memory latency, not
-  // bandwidth, bounds a decode step's attention (a few blocks, each reading its head's cache).
+  // Keys scored and value rows read per warp before their results are used.
   constexpr int LM_QD = (LM_D + 31) / 32, LM_KEYS_IN_FLIGHT = 8;
   constexpr int LM_VALUES_IN_FLIGHT = LM_ACC * sizeof(@T@) <= 8 ? 8 : 4;
   const int lm_warp = threadIdx.x >> 5, lm_lane = threadIdx.x & 31;
-  __shared__ @T@ lm_p[LM_CHUNK];
-  __shared__ @T@ lm_max_slots[LM_WARPS], lm_sum_slots[LM_WARPS];
-  __shared__ @T@ lm_partial[LM_WARPS][LM_DV];
-  for (lm_i64 lm_row = blockIdx.x; lm_row < lm_rows; lm_row += gridDim.x) {
-    const lm_i64 lm_i = lm_row % lm_lq, lm_bh = lm_row / lm_lq;
-    const lm_i64 lm_h = lm_bh % lm_heads, lm_b = lm_bh / lm_heads;
-    const lm_i64 lm_g = lm_h / lm_group;  // grouped-query attention: the key/value head
-    const @IN_T@* const lm_q = p.in0 + lm_b * (@Q_S0@) + lm_h * (@Q_S1@) + lm_i * (@Q_S2@);
-    const @IN_T@* const lm_k = p.in1 + lm_b * (@K_S0@) + lm_g * (@K_S1@);
-    const @IN_T@* const lm_v = p.in2 + lm_b * (@V_S0@) + lm_g * (@V_S1@);
-    // Causal (top-left aligned): query i sees keys j <= i.
-    const lm_i64 lm_key_end = (@CAUSAL@ && lm_i + 1 < lm_lk) ? lm_i + 1 : lm_lk;
-    @T@ lm_qr[LM_QD];  // this lane's part of q: elements lane, lane + 32, ...
+  const LM_KERNEL_row r = LM_KERNEL_locate(p, lm_row);
+  const lm_i64 lm_b = r.b, lm_h = r.h, lm_i = r.i, lm_key_end = r.key_end;
+  const @IN_T@* const lm_k = r.k;
+  const @IN_T@* const lm_v = r.v;
+  @T@ lm_qr[LM_QD];  // this lane's part of q: elements lane, lane + 32, ...
 #pragma unroll
-    for (int c = 0; c < LM_QD; ++c) {
-      const int d = lm_lane + 32 * c;
-      lm_qr[c] = d < LM_D ? LM_KERNEL_in(lm_q, (lm_i64)d * (@Q_S3@)) : (@T@)0;
-    }
-    __syncthreads();  // the previous row's readers are done with the shared arrays
-    @T@ lm_m = lm_neg_inf, lm_l = 0, lm_acc[LM_ACC];
+  for (int c = 0; c < LM_QD; ++c) {
+    const int d = lm_lane + 32 * c;
+    lm_qr[c] = d < LM_D ? LM_KERNEL_in(r.q, (lm_i64)d * (@Q_S3@)) : (@T@)0;
+  }
+  __syncthreads();  // the previous row's readers are done with the shared arrays
+  @T@ lm_m = lm_neg_inf, lm_l = 0, lm_acc[LM_ACC];
 #pragma unroll
-    for (int c = 0; c < LM_ACC; ++c) lm_acc[c] = 0;
-    for (lm_i64 lm_k0 = 0; lm_k0 < lm_key_end; lm_k0 += LM_CHUNK) {
-      const int lm_keys = (int)(lm_key_end - lm_k0 < LM_CHUNK ? lm_key_end - lm_k0 : LM_CHUNK);
-      __syncthreads();  // the previous chunk's readers are done with lm_p and the slots
-      @T@ lm_chunk_max = lm_neg_inf;
-      for (int j0 = lm_warp * LM_KEYS_IN_FLIGHT; j0 < lm_keys; j0 += LM_WARPS * LM_KEYS_IN_FLIGHT) {
-        // Lane u < LM_KEYS_IN_FLIGHT finishes key j0 + u: its mask is read first, with the keys.
-        const int j = j0 + lm_lane;
-        const bool lm_finishes = lm_lane < LM_KEYS_IN_FLIGHT && j < lm_keys;
-        @T@ lm_bias = 0;     // a float mask's value
-        bool lm_drop = false;  // a bool mask's false: the key is dropped whatever its score
+  for (int c = 0; c < LM_ACC; ++c) lm_acc[c] = 0;
+  for (lm_i64 lm_k0 = 0; lm_k0 < lm_key_end; lm_k0 += LM_CHUNK) {
+    const int lm_keys = (int)(lm_key_end - lm_k0 < LM_CHUNK ? lm_key_end - lm_k0 : LM_CHUNK);
+    __syncthreads();  // the previous chunk's readers are done with s.p and the slots
+    @T@ lm_chunk_max = lm_neg_inf;
+    for (int j0 = lm_warp * LM_KEYS_IN_FLIGHT; j0 < lm_keys; j0 += LM_WARPS * LM_KEYS_IN_FLIGHT) {
+      // Lane u < LM_KEYS_IN_FLIGHT finishes key j0 + u: its mask is read first, with the keys.
+      const int j = j0 + lm_lane;
+      const bool lm_finishes = lm_lane < LM_KEYS_IN_FLIGHT && j < lm_keys;
+      @T@ lm_bias = 0;     // a float mask's value
+      bool lm_drop = false;  // a bool mask's false: the key is dropped whatever its score
 #if @HAS_MASK@
-        if (lm_finishes) {
-          const lm_i64 lm_mask_at = lm_b * (@M_S0@) + lm_h * (@M_S1@) + lm_i * (@M_S2@) + (lm_k0 + j) * (@M_S3@);
+      if (lm_finishes) {
+        const lm_i64 lm_mask_at = lm_b * (@M_S0@) + lm_h * (@M_S1@) + lm_i * (@M_S2@) + (lm_k0 + j) * (@M_S3@);
 #if @MASK_BOOL@
-          lm_drop = p.in3[lm_mask_at] == 0;
+        lm_drop = p.in3[lm_mask_at] == 0;
 #else
-          lm_bias = (@T@)@FROM_MASK@(p.in3[lm_mask_at]);
+        lm_bias = (@T@)@FROM_MASK@(p.in3[lm_mask_at]);
 #endif
-        }
+      }
 #endif
-        @T@ lm_dot[LM_KEYS_IN_FLIGHT];
+      @T@ lm_dot[LM_KEYS_IN_FLIGHT];
 #pragma unroll
-        for (int u = 0; u < LM_KEYS_IN_FLIGHT; ++u) {
-          lm_dot[u] = 0;
-          if (j0 + u >= lm_keys) continue;  // the same for the whole warp
-          const @IN_T@* const lm_key_row = lm_k + (lm_k0 + j0 + u) * (@K_S2@);
+      for (int u = 0; u < LM_KEYS_IN_FLIGHT; ++u) {
+        lm_dot[u] = 0;
+        if (j0 + u >= lm_keys) continue;  // the same for the whole warp
+        const @IN_T@* const lm_key_row = lm_k + (lm_k0 + j0 + u) * (@K_S2@);
 #pragma unroll
-          for (int c = 0; c < LM_QD; ++c) {
-            const int d = lm_lane + 32 * c;
-            if (d < LM_D) lm_dot[u] += lm_qr[c] * LM_KERNEL_in(lm_key_row, (lm_i64)d * (@K_S3@));
-          }
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-#pragma unroll
-          for (int u = 0; u < LM_KEYS_IN_FLIGHT; ++u) lm_dot[u] += __shfl_xor_sync(0xffffffffu, lm_dot[u], o);
-        }
-        @T@ lm_mine = lm_dot[0];  // (every lane holds every sum: pick this lane's statically)
-#pragma unroll
-        for (int u = 1; u < LM_KEYS_IN_FLIGHT; ++u) lm_mine = lm_lane == u ? lm_dot[u] : lm_mine;
-        if (lm_finishes) {
-          const @T@ lm_s = lm_drop ? lm_neg_inf : lm_mine * lm_scale + lm_bias;
-          lm_p[j] = lm_s;
-          lm_chunk_max = fmax(lm_chunk_max, lm_s);
+        for (int c = 0; c < LM_QD; ++c) {
+          const int d = lm_lane + 32 * c;
+          if (d < LM_D) lm_dot[u] += lm_qr[c] * LM_KERNEL_in(lm_key_row, (lm_i64)d * (@K_S3@));
         }
       }
-      const @T@ lm_m_new = fmax(lm_m, LM_KERNEL_block_reduce(lm_chunk_max, lm_max_slots, 0));
-      if (lm_m_new == lm_neg_inf) continue;  // the same for the whole block: every key so far dropped
-      const @T@ lm_correction = @EXP@(lm_m - lm_m_new);  // 0 while m was -inf
-      @T@ lm_chunk_sum = 0;
-      for (int j = threadIdx.x; j < lm_keys; j += LM_THREADS) {
-        const @T@ lm_pj = @EXP@(lm_p[j] - lm_m_new);  // 0 for a dropped key
-        lm_p[j] = lm_pj;
-        lm_chunk_sum += lm_pj;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+        for (int u = 0; u < LM_KEYS_IN_FLIGHT; ++u) lm_dot[u] += __shfl_xor_sync(0xffffffffu, lm_dot[u], o);
       }
-      // (the reduction's __syncthreads also publishes every thread's lm_p)
-      lm_l = lm_l * lm_correction + LM_KERNEL_block_reduce(lm_chunk_sum, lm_sum_slots, 1);
-      lm_m = lm_m_new;
+      @T@ lm_mine = lm_dot[0];  // (every lane holds every sum: pick this lane's statically)
 #pragma unroll
-      for (int c = 0; c < LM_ACC; ++c) lm_acc[c] *= lm_correction;
-      // LM_VALUES_IN_FLIGHT value rows per warp are read before any is used.
-      for (int j0 = lm_warp * LM_VALUES_IN_FLIGHT; j0 < lm_keys; j0 += LM_WARPS * LM_VALUES_IN_FLIGHT) {
-        @T@ lm_values[LM_VALUES_IN_FLIGHT][LM_ACC];
-#pragma unroll
-        for (int u = 0; u < LM_VALUES_IN_FLIGHT; ++u) {
-          const @IN_T@* const lm_value_row = lm_v + (lm_k0 + j0 + u) * (@V_S2@);
-#pragma unroll
-          for (int c = 0; c < LM_ACC; ++c) {
-            const int d = lm_lane + 32 * c;
-            lm_values[u][c] = j0 + u < lm_keys && d < LM_DV ? LM_KERNEL_in(lm_value_row, (lm_i64)d * (@V_S3@)) : (@T@)0;
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < LM_VALUES_IN_FLIGHT; ++u) {
-          const @T@ lm_pj = j0 + u < lm_keys ? lm_p[j0 + u] : (@T@)0;
-#pragma unroll
-          for (int c = 0; c < LM_ACC; ++c) lm_acc[c] += lm_pj * lm_values[u][c];
-        }
+      for (int u = 1; u < LM_KEYS_IN_FLIGHT; ++u) lm_mine = lm_lane == u ? lm_dot[u] : lm_mine;
+      if (lm_finishes) {
+        const @T@ lm_s = lm_drop ? lm_neg_inf : lm_mine * lm_scale + lm_bias;
+        s.p[j] = lm_s;
+        lm_chunk_max = fmax(lm_chunk_max, lm_s);
       }
     }
-#pragma unroll
-    for (int c = 0; c < LM_ACC; ++c) {
-      const int d = lm_lane + 32 * c;
-      if (d < LM_DV) lm_partial[lm_warp][d] = lm_acc[c];
+    const @T@ lm_m_new = fmax(lm_m, LM_KERNEL_block_reduce(lm_chunk_max, s.max_slots, 0));
+    if (lm_m_new == lm_neg_inf) continue;  // the same for the whole block: every key so far dropped
+    const @T@ lm_correction = @EXP@(lm_m - lm_m_new);  // 0 while m was -inf
+    @T@ lm_chunk_sum = 0;
+    for (int j = threadIdx.x; j < lm_keys; j += LM_THREADS) {
+      const @T@ lm_pj = @EXP@(s.p[j] - lm_m_new);  // 0 for a dropped key
+      s.p[j] = lm_pj;
+      lm_chunk_sum += lm_pj;
     }
-    __syncthreads();
-    // A row that attends to no key is 0 (torch's fused kernels), never 0/0.
-    const @T@ lm_inverse = lm_l > 0 ? (@T@)1 / lm_l : (@T@)0;
-    @OUT_T@* const lm_out = p.out + lm_row * (lm_i64)LM_DV;
-    for (int d = threadIdx.x; d < LM_DV; d += LM_THREADS) {
-      @T@ lm_sum = lm_partial[0][d];
+    // (the reduction's __syncthreads also publishes every thread's p)
+    lm_l = lm_l * lm_correction + LM_KERNEL_block_reduce(lm_chunk_sum, s.sum_slots, 1);
+    lm_m = lm_m_new;
 #pragma unroll
-      for (int w = 1; w < LM_WARPS; ++w) lm_sum += lm_partial[w][d];
-      lm_out[d] = LM_KERNEL_store(lm_sum * lm_inverse);
+    for (int c = 0; c < LM_ACC; ++c) lm_acc[c] *= lm_correction;
+    // LM_VALUES_IN_FLIGHT value rows per warp are read before any is used.
+    for (int j0 = lm_warp * LM_VALUES_IN_FLIGHT; j0 < lm_keys; j0 += LM_WARPS * LM_VALUES_IN_FLIGHT) {
+      @T@ lm_values[LM_VALUES_IN_FLIGHT][LM_ACC];
+#pragma unroll
+      for (int u = 0; u < LM_VALUES_IN_FLIGHT; ++u) {
+        const @IN_T@* const lm_value_row = lm_v + (lm_k0 + j0 + u) * (@V_S2@);
+#pragma unroll
+        for (int c = 0; c < LM_ACC; ++c) {
+          const int d = lm_lane + 32 * c;
+          lm_values[u][c] = j0 + u < lm_keys && d < LM_DV ? LM_KERNEL_in(lm_value_row, (lm_i64)d * (@V_S3@)) : (@T@)0;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < LM_VALUES_IN_FLIGHT; ++u) {
+        const @T@ lm_pj = j0 + u < lm_keys ? s.p[j0 + u] : (@T@)0;
+#pragma unroll
+        for (int c = 0; c < LM_ACC; ++c) lm_acc[c] += lm_pj * lm_values[u][c];
+      }
     }
+  }
+#pragma unroll
+  for (int c = 0; c < LM_ACC; ++c) {
+    const int d = lm_lane + 32 * c;
+    if (d < LM_DV) s.partial[lm_warp][d] = lm_acc[c];
+  }
+  __syncthreads();
+  LM_KERNEL_finish(p, lm_row, s, lm_l);
+}
+
+#if LM_VECTOR
+#define LM_E (16 / (int)sizeof(@IN_T@))  // elements per 16-byte vector
+#define LM_KEY_LANES (LM_D / LM_E)       // threads that read one key row
+#define LM_VALUE_LANES (LM_DV / LM_E)    // threads that read one value row
+#define LM_KEY_LOADS 8                   // key vectors each thread requests per chunk
+#define LM_VECTOR_KEYS (LM_KEY_LOADS * LM_THREADS / LM_KEY_LANES)  // keys per chunk
+#define LM_VALUE_LOADS (LM_VECTOR_KEYS * LM_VALUE_LANES / LM_THREADS)
+
+// Whether this call's key and value rows can be read 16 bytes at a time: aligned bases, rows and
+// heads, contiguous along the head. (Codegen checked what is static; this is the rest.)
+__device__ __forceinline__ bool LM_KERNEL_vectorizable(const LM_KERNEL_params& p) {
+  const bool aligned = (((unsigned long long)p.in1 | (unsigned long long)p.in2) & 15ull) == 0;
+  const bool keys = (@K_S3@) == 1 && (@K_S0@) % LM_E == 0 && (@K_S1@) % LM_E == 0 && (@K_S2@) % LM_E == 0;
+  const bool values = (@V_S3@) == 1 && (@V_S0@) % LM_E == 0 && (@V_S1@) % LM_E == 0 && (@V_S2@) % LM_E == 0;
+  return aligned && keys && values;
+}
+
+__device__ __forceinline__ void LM_KERNEL_unpack(const lm_vec16& v, @T@ (&f)[LM_E]) {
+  const @IN_T@* const e = reinterpret_cast<const @IN_T@*>(&v);
+#pragma unroll
+  for (int x = 0; x < LM_E; ++x) f[x] = LM_KERNEL_in(e, x);
+}
+
+__device__ __forceinline__ void LM_KERNEL_vector_row(const LM_KERNEL_params& p, lm_i64 lm_row, LM_KERNEL_shared& s) {
+  static_assert(LM_KEY_LANES * LM_E == LM_D && 32 % LM_KEY_LANES == 0, "key rows of whole vectors, lanes dividing a warp");
+  static_assert(LM_VALUE_LANES * LM_E == LM_DV && 32 % LM_VALUE_LANES == 0, "value rows likewise");
+  static_assert(LM_VALUE_LOADS * LM_THREADS == LM_VECTOR_KEYS * LM_VALUE_LANES && LM_VECTOR_KEYS <= LM_SCORES,
+                "a chunk's values are whole loads per thread; its scores fit the shared array");
+  const @T@ lm_scale = (@T@)(@SCALE@);
+  const @T@ lm_neg_inf = @NEG_INF@;
+  const int lm_t = threadIdx.x, lm_warp = lm_t >> 5, lm_lane = lm_t & 31;
+  // This thread's 16-byte piece of each key row (and of each value row) it reads: the same piece
+  // of every row, so it holds the matching piece of q, and adds into the same output elements.
+  const int lm_key_piece = lm_t % LM_KEY_LANES, lm_value_piece = lm_t % LM_VALUE_LANES;
+  const LM_KERNEL_row r = LM_KERNEL_locate(p, lm_row);
+  @T@ lm_qr[LM_E];
+#pragma unroll
+  for (int x = 0; x < LM_E; ++x) lm_qr[x] = LM_KERNEL_in(r.q, (lm_i64)(lm_key_piece * LM_E + x) * (@Q_S3@));
+  @T@ lm_m = lm_neg_inf, lm_l = 0, lm_acc[LM_E];
+#pragma unroll
+  for (int x = 0; x < LM_E; ++x) lm_acc[x] = 0;
+  for (lm_i64 lm_k0 = 0; lm_k0 < r.key_end; lm_k0 += LM_VECTOR_KEYS) {
+    const int lm_keys = (int)(r.key_end - lm_k0 < LM_VECTOR_KEYS ? r.key_end - lm_k0 : LM_VECTOR_KEYS);
+    // 1. Every key, value and mask element of the chunk is requested before any is used. Key load
+    // u of thread t is key u * (LM_THREADS / LM_KEY_LANES) + t / LM_KEY_LANES; values likewise.
+    lm_vec16 lm_key_vectors[LM_KEY_LOADS], lm_value_vectors[LM_VALUE_LOADS];
+#pragma unroll
+    for (int u = 0; u < LM_KEY_LOADS; ++u) {
+      const int j = u * (LM_THREADS / LM_KEY_LANES) + lm_t / LM_KEY_LANES;
+      lm_key_vectors[u] = lm_vec16{0u, 0u, 0u, 0u};
+      if (j < lm_keys) lm_key_vectors[u] = *(const lm_vec16*)(r.k + (lm_k0 + j) * (@K_S2@) + lm_key_piece * LM_E);
+    }
+#pragma unroll
+    for (int u = 0; u < LM_VALUE_LOADS; ++u) {
+      const int j = u * (LM_THREADS / LM_VALUE_LANES) + lm_t / LM_VALUE_LANES;
+      lm_value_vectors[u] = lm_vec16{0u, 0u, 0u, 0u};  // a key past the chunk adds 0 * 0, never NaN
+      if (j < lm_keys) lm_value_vectors[u] = *(const lm_vec16*)(r.v + (lm_k0 + j) * (@V_S2@) + lm_value_piece * LM_E);
+    }
+    @T@ lm_bias[LM_KEY_LOADS];     // a float mask's value
+    bool lm_drop[LM_KEY_LOADS];    // a bool mask's false: the key is dropped whatever its score
+#pragma unroll
+    for (int u = 0; u < LM_KEY_LOADS; ++u) {
+      lm_bias[u] = 0;
+      lm_drop[u] = false;
+#if @HAS_MASK@
+      const int j = u * (LM_THREADS / LM_KEY_LANES) + lm_t / LM_KEY_LANES;
+      if (lm_key_piece == 0 && j < lm_keys) {
+        const lm_i64 lm_mask_at = r.b * (@M_S0@) + r.h * (@M_S1@) + r.i * (@M_S2@) + (lm_k0 + j) * (@M_S3@);
+#if @MASK_BOOL@
+        lm_drop[u] = p.in3[lm_mask_at] == 0;
+#else
+        lm_bias[u] = (@T@)@FROM_MASK@(p.in3[lm_mask_at]);
+#endif
+      }
+#endif
+    }
+    __syncthreads();  // the previous chunk's (and row's) readers are done with the shared arrays
+    // 2. Scores: the row's first thread stores its key's.
+    @T@ lm_chunk_max = lm_neg_inf;
+#pragma unroll
+    for (int u = 0; u < LM_KEY_LOADS; ++u) {
+      @T@ lm_key[LM_E];
+      LM_KERNEL_unpack(lm_key_vectors[u], lm_key);
+      @T@ lm_dot = 0;
+#pragma unroll
+      for (int x = 0; x < LM_E; ++x) lm_dot += lm_qr[x] * lm_key[x];
+#pragma unroll
+      for (int o = LM_KEY_LANES / 2; o > 0; o >>= 1) lm_dot += __shfl_xor_sync(0xffffffffu, lm_dot, o);
+      const int j = u * (LM_THREADS / LM_KEY_LANES) + lm_t / LM_KEY_LANES;
+      if (lm_key_piece == 0 && j < lm_keys) {
+        const @T@ lm_s = lm_drop[u] ? lm_neg_inf : lm_dot * lm_scale + lm_bias[u];
+        s.p[j] = lm_s;
+        lm_chunk_max = fmax(lm_chunk_max, lm_s);
+      }
+    }
+    // 3. The online softmax (the max's reduction also publishes the scores).
+    const @T@ lm_m_new = fmax(lm_m, LM_KERNEL_block_reduce(lm_chunk_max, s.max_slots, 0));
+    if (lm_m_new == lm_neg_inf) continue;  // the same for the whole block: every key so far dropped
+    const @T@ lm_correction = @EXP@(lm_m - lm_m_new);  // 0 while m was -inf
+    @T@ lm_chunk_sum = 0;
+    for (int j = lm_t; j < lm_keys; j += LM_THREADS) {
+      const @T@ lm_pj = @EXP@(s.p[j] - lm_m_new);  // 0 for a dropped key
+      s.p[j] = lm_pj;
+      lm_chunk_sum += lm_pj;
+    }
+    // (the reduction's __syncthreads also publishes every thread's p)
+    lm_l = lm_l * lm_correction + LM_KERNEL_block_reduce(lm_chunk_sum, s.sum_slots, 1);
+    lm_m = lm_m_new;
+    // 4. Values.
+#pragma unroll
+    for (int x = 0; x < LM_E; ++x) lm_acc[x] *= lm_correction;
+#pragma unroll
+    for (int u = 0; u < LM_VALUE_LOADS; ++u) {
+      const int j = u * (LM_THREADS / LM_VALUE_LANES) + lm_t / LM_VALUE_LANES;
+      const @T@ lm_pj = j < lm_keys ? s.p[j] : (@T@)0;
+      @T@ lm_value[LM_E];
+      LM_KERNEL_unpack(lm_value_vectors[u], lm_value);
+#pragma unroll
+      for (int x = 0; x < LM_E; ++x) lm_acc[x] += lm_pj * lm_value[x];
+    }
+  }
+  // The threads of a warp that hold the same output elements (lanes LM_VALUE_LANES apart) add
+  // their sums; the warp's first LM_VALUE_LANES lanes store them for LM_KERNEL_finish.
+#pragma unroll
+  for (int o = 16; o >= LM_VALUE_LANES; o >>= 1) {
+#pragma unroll
+    for (int x = 0; x < LM_E; ++x) lm_acc[x] += __shfl_xor_sync(0xffffffffu, lm_acc[x], o);
+  }
+  if (lm_lane < LM_VALUE_LANES) {
+#pragma unroll
+    for (int x = 0; x < LM_E; ++x) s.partial[lm_warp][lm_value_piece * LM_E + x] = lm_acc[x];
+  }
+  __syncthreads();
+  LM_KERNEL_finish(p, lm_row, s, lm_l);
+}
+#undef LM_E
+#undef LM_KEY_LANES
+#undef LM_VALUE_LANES
+#undef LM_KEY_LOADS
+#undef LM_VECTOR_KEYS
+#undef LM_VALUE_LOADS
+#endif
+
+extern "C" __global__ void __launch_bounds__(LM_THREADS) LM_KERNEL(const LM_KERNEL_params p) {
+  lm_kernel_entry();
+  const lm_i64 lm_rows = (lm_i64)(@B@) * (@H@) * (@LQ@);
+  __shared__ LM_KERNEL_shared lm_shared;
+#if LM_VECTOR
+  const bool lm_vector = LM_KERNEL_vectorizable(p);
+#endif
+  for (lm_i64 lm_row = blockIdx.x; lm_row < lm_rows; lm_row += gridDim.x) {
+#if LM_VECTOR
+    if (lm_vector) {
+      LM_KERNEL_vector_row(p, lm_row, lm_shared);
+      continue;
+    }
+#endif
+    LM_KERNEL_scalar_row(p, lm_row, lm_shared);
   }
 }
 #undef LM_CHUNK
 #undef LM_THREADS
 #undef LM_WARPS
+#undef LM_D
+#undef LM_DV
+#undef LM_VECTOR
+#undef LM_SCORES

@@ -56,22 +56,54 @@ bool gemv_supported(DType dtype, int64_t rows) {
 
 int64_t gemv_vector_width(DType dtype) { return 16 / static_cast<int64_t>(dtype_size(dtype)); }
 
+std::string GemvConfig::group_kernel_name() const {
+  return str_cat("lm_gemv_group_n", outputs_per_warp, "_k", split_k, "_w", warps_on_outputs, "_u", unroll);
+}
+
+namespace {
+
+// One configuration's entry point for a single product.
+void write_single_entry(std::ostringstream& out, const GemvConfig& c) {
+  out << "extern \"C\" __global__ void __launch_bounds__(" << c.threads() << ") " << c.kernel_name()
+      << "(const lm_gemv_t* a, const lm_gemv_t* b, const lm_gemv_t* bias, lm_gemv_t* out, lm_i64 n, lm_i64 k,\n"
+      << "    lm_i64 a_batch, lm_i64 a_row, lm_i64 a_col, lm_i64 b_batch, lm_i64 b_row, lm_i64 b_col,\n"
+      << "    lm_i64 activation, lm_i64 vector, lm_i64 early_weights) {\n"
+      << "  lm_gemv<" << c.outputs_per_warp << ", " << c.split_k << ", " << c.warps_on_outputs << ", " << c.unroll
+      << ">(a, b, bias, out, n, k, a_batch, a_row, a_col, b_batch, b_row, b_col, activation, vector, "
+      << "early_weights, blockIdx.x);\n}\n";
+}
+
+// One configuration's grouped entry point: kGemvMaxGroup members (b, out, n, b's column stride,
+// blocks), vector loads, no epilogue, one batch; a member with 0 blocks is absent.
+void write_group_entry(std::ostringstream& out, const GemvConfig& c) {
+  out << "extern \"C\" __global__ void __launch_bounds__(" << c.threads() << ") " << c.group_kernel_name()
+      << "(const lm_gemv_t* a, lm_i64 k, lm_i64 a_row, lm_i64 early_weights";
+  for (int64_t i = 0; i < kGemvMaxGroup; ++i) {
+    out << ",\n    const lm_gemv_t* b" << i << ", lm_gemv_t* out" << i << ", lm_i64 n" << i << ", lm_i64 b_col" << i
+        << ", lm_i64 blocks" << i;
+  }
+  out << ") {\n  const lm_gemv_member members[" << kGemvMaxGroup << "] = {";
+  for (int64_t i = 0; i < kGemvMaxGroup; ++i) {
+    out << (i ? ", " : "") << "{b" << i << ", out" << i << ", n" << i << ", b_col" << i << ", blocks" << i << "}";
+  }
+  out << "};\n  lm_gemv_group<" << c.outputs_per_warp << ", " << c.split_k << ", " << c.warps_on_outputs << ", "
+      << c.unroll << ">(a, k, a_row, early_weights, members);\n}\n";
+}
+
+}  // namespace
+
 std::string gemv_module_source(DType dtype, int64_t rows) {
   LUMINAL_CHECK(gemv_supported(dtype, rows), "internal error: no generated GEMV for ", dtype_name(dtype), " with ",
                 rows, " rows");
   std::ostringstream entries;
   for (const GemvConfig& c : gemv_configs(rows)) {
-    entries << "extern \"C\" __global__ void __launch_bounds__(" << c.threads() << ") " << c.kernel_name()
-            << "(const lm_gemv_t* a, const lm_gemv_t* b, const lm_gemv_t* bias, lm_gemv_t* out, lm_i64 n, lm_i64 k,\n"
-            << "    lm_i64 a_batch, lm_i64 a_row, lm_i64 a_col, lm_i64 b_batch, lm_i64 b_row, lm_i64 b_col,\n"
-            << "    lm_i64 activation, lm_i64 vector, lm_i64 early_weights) {\n"
-            << "  lm_gemv<" << c.outputs_per_warp << ", " << c.split_k << ", " << c.warps_on_outputs << ", "
-            << c.unroll << ">(a, b, bias, out, n, k, a_batch, a_row, a_col, b_batch, b_row, b_col, activation, "
-            << "vector, early_weights);\n}\n";
+    write_single_entry(entries, c);
+    write_group_entry(entries, c);
   }
   const int dtype_code = dtype == DType::F32 ? 0 : dtype == DType::F16 ? 1 : 2;
   return str_cat(prelude(), "\n#define LM_GEMV_M ", rows, "\n#define LM_GEMV_DTYPE ", dtype_code, "\n",
-                 embedded::kGemvTemplate, "\n// The entry points, one per configuration.\n", entries.str());
+                 embedded::kGemvTemplate, "\n// The entry points, alone and grouped, per configuration.\n",
+                 entries.str());
 }
 
 }  // namespace luminal::codegen

@@ -11,8 +11,13 @@
 // host: both operands k-contiguous, 16-byte aligned rows, K a multiple of the vector width) selects
 // the vector loop; otherwise every element is read by its strides (any layout, slower).
 //
+// A grouped launch runs several products that multiply the same a (a layer's q, k and v
+// projections, or its gate and up projections): one kernel instead of one per weight, its blocks
+// walking the members' outputs one member after another (`block`: the block's index within its
+// member). The members' weights are read exactly as they would be alone.
+//
 // codegen/gemv.cpp defines LM_GEMV_M (rows) and LM_GEMV_DTYPE (0: f32, 1: f16, 2: bf16) before this
-// text and appends the entry points. tests/cpp/test_gemv.cpp runs the same text on the host
+// text and appends the entry points (one per configuration, alone and grouped). tests/cpp/test_gemv.cpp runs the same text on the host
 // (LM_GEMV_HOST_TEST: the streaming load becomes a copy) with threads standing in for lanes.
 #if LM_GEMV_DTYPE == 0
 typedef float lm_gemv_t;
@@ -83,7 +88,7 @@ __device__ __forceinline__ void lm_gemv(const lm_gemv_t* __restrict__ a, const l
                                         const lm_gemv_t* __restrict__ bias, lm_gemv_t* __restrict__ out, lm_i64 n,
                                         lm_i64 k, lm_i64 a_batch, lm_i64 a_row, lm_i64 a_col, lm_i64 b_batch,
                                         lm_i64 b_row, lm_i64 b_col, lm_i64 activation, lm_i64 vector,
-                                        lm_i64 early_weights) {
+                                        lm_i64 early_weights, lm_i64 block) {
   constexpr int M = LM_GEMV_M;
   static_assert(M * NPW <= 32, "one lane per output value in the epilogue");
   const int lane = (int)(threadIdx.x & 31u), warp = (int)(threadIdx.x >> 5);
@@ -92,7 +97,7 @@ __device__ __forceinline__ void lm_gemv(const lm_gemv_t* __restrict__ a, const l
   a += batch * a_batch;
   b += batch * b_batch;
   out += batch * (lm_i64)M * n;
-  const lm_i64 first = ((lm_i64)blockIdx.x * WN + wn) * NPW;
+  const lm_i64 first = (block * WN + wn) * NPW;
   // Outputs past n read the last column (valid memory) and are not written.
   const lm_gemv_t* column[NPW];
 #pragma unroll
@@ -202,4 +207,29 @@ __device__ __forceinline__ void lm_gemv(const lm_gemv_t* __restrict__ a, const l
     if (activation == 2) total = lm_gelu_tanh<float>(total);
   }
   out[m * n + output] = lm_gemv_from_float(total);
+}
+
+// One member of a grouped launch: its weights, output, output count, weights' column stride and
+// blocks (0: absent).
+struct lm_gemv_member {
+  const lm_gemv_t* b;
+  lm_gemv_t* out;
+  lm_i64 n, b_col, blocks;
+};
+
+// A grouped launch (vector loads, no epilogue, one batch): block x of the grid is block x of the
+// first member, then of the second past the first's blocks, and so on.
+template <int NPW, int WK, int WN, int U, int G>
+__device__ __forceinline__ void lm_gemv_group(const lm_gemv_t* __restrict__ a, lm_i64 k, lm_i64 a_row,
+                                              lm_i64 early_weights, const lm_gemv_member (&members)[G]) {
+  lm_i64 block = blockIdx.x;
+#pragma unroll
+  for (int i = 0; i < G; ++i) {
+    if (block < members[i].blocks) {
+      lm_gemv<NPW, WK, WN, U>(a, members[i].b, nullptr, members[i].out, members[i].n, k, 0, a_row, 1, 0, 1,
+                              members[i].b_col, 0, 1, early_weights, block);
+      return;
+    }
+    block -= members[i].blocks;
+  }
 }

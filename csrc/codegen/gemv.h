@@ -13,6 +13,8 @@
 namespace luminal::codegen {
 
 constexpr int64_t kGemvMaxRows = 8;
+// The most products one grouped launch runs (a layer's q, k, v: three).
+constexpr int64_t kGemvMaxGroup = 4;
 
 // One launch shape of the kernel: a warp computes `outputs_per_warp` outputs for every row,
 // `split_k` warps share one output group's K, `warps_on_outputs` groups per block, `unroll` 16-byte
@@ -27,8 +29,9 @@ struct GemvConfig {
   int outputs_per_block() const { return outputs_per_warp * warps_on_outputs; }
   // "n1 k4 w1 u4": how choices name it.
   std::string name() const;
-  // The kernel's entry point in the module.
+  // The kernel's entry point in the module, and the grouped one's.
   std::string kernel_name() const;
+  std::string group_kernel_name() const;
   bool operator==(const GemvConfig& other) const;
 };
 
@@ -42,9 +45,11 @@ std::optional<GemvConfig> parse_gemv_config(const std::string& name, int64_t row
 // Whether the kernel exists for this dtype and row count (f32, f16, bf16; 1..kGemvMaxRows rows).
 bool gemv_supported(DType dtype, int64_t rows);
 
-// The module with every configuration's entry point for `dtype` and `rows` (gemv_supported). The
-// entry points take (a, b, bias, out, n, k, a batch/row/col strides, b batch/row/col strides,
-// activation 0 none / 1 relu / 2 gelu tanh, vector 0/1, early_weights 0/1) as pointers and long longs.
+// The module with every configuration's entry points for `dtype` and `rows` (gemv_supported). The
+// single product's take (a, b, bias, out, n, k, a batch/row/col strides, b batch/row/col strides,
+// activation 0 none / 1 relu / 2 gelu tanh, vector 0/1, early_weights 0/1); the grouped one's take
+// (a, k, a's row stride, early_weights, then per member of kGemvMaxGroup: b, out, n, b's column
+// stride, blocks), for vector loads without epilogue. Pointers and long longs.
 std::string gemv_module_source(DType dtype, int64_t rows);
 
 // Elements per 16-byte vector of `dtype`.

@@ -66,6 +66,8 @@ struct Config {
   // LUMINAL_PDL (false: "0"): a CUDA graph's consecutive generated kernels are linked by
   // programmatic edges (sm_90+), so that each launches while the one before it finishes.
   bool programmatic_launch = true;
+  // LUMINAL_GEMV_GROUP (false: "0"): consecutive generated GEMVs of one activation (q, k, v) share a launch.
+  bool group_gemvs = true;
   CudnnChoice convolution = CudnnChoice::Measured;  // LUMINAL_CONVOLUTION
   CudnnChoice attention = CudnnChoice::Measured;    // LUMINAL_ATTENTION
   GemvChoice gemv = GemvChoice::Measured;  // LUMINAL_GEMV

@@ -69,6 +69,7 @@ TEST(Gemv, ModuleNamesEveryConfiguration) {
             std::string::npos);
   for (const codegen::GemvConfig& config : codegen::gemv_configs(2)) {
     EXPECT_NE(source.find(config.kernel_name() + "("), std::string::npos) << config.name();
+    EXPECT_NE(source.find(config.group_kernel_name() + "("), std::string::npos) << config.name();
   }
 }
 
@@ -108,6 +109,34 @@ TEST(Gemv, VectorLoopOnlyForAlignedKContiguousOperands) {
   EXPECT_FALSE(cuda::generated_gemv_applies(f64));
 }
 
+// Which products may share a grouped launch: one a, vector loads, no epilogue, outputs apart.
+TEST(Gemv, GroupedLaunchOnlyForProductsOfOneActivation) {
+  const auto at = [](uintptr_t address) { return reinterpret_cast<void*>(address); };
+  cuda::MatmulShape shape;
+  shape.dtype = DType::BF16;
+  shape.m = 1;
+  shape.n = 24;
+  shape.k = 64;
+  const cuda::MatrixOperand x{at(256), 0, 64, 1}, w1{at(4096), 0, 1, 64}, w2{at(8192), 0, 1, 64};
+  const cuda::GeneratedGemv q(shape, x, w1, {}), k(shape, x, w2, {});
+  const cuda::GemvGroupMember first{&q, 0, at(1024)};
+  EXPECT_TRUE(cuda::gemv_groupable(first, {&k, 2, at(1024 + 48)}));       // right after q's 24 outputs
+  EXPECT_FALSE(cuda::gemv_groupable(first, {&k, 0, at(1024 + 46)}));      // over q's last output
+  EXPECT_FALSE(cuda::gemv_groupable(first, {&k, 0, at(256 + 126)}));      // over a's last element
+  const cuda::GeneratedGemv other_a(shape, {at(512), 0, 64, 1}, w2, {});
+  EXPECT_FALSE(cuda::gemv_groupable(first, {&other_a, 0, at(2048)}));
+  cuda::MatmulShape longer = shape;
+  longer.k = 72;
+  const cuda::GeneratedGemv other_k(longer, {at(256), 0, 72, 1}, {at(8192), 0, 1, 72}, {});
+  EXPECT_FALSE(cuda::gemv_groupable(first, {&other_k, 0, at(2048)}));
+  cuda::MatmulEpilogue bias;
+  bias.bias = at(12288);
+  const cuda::GeneratedGemv biased(shape, x, w2, bias);
+  EXPECT_FALSE(cuda::gemv_groupable(first, {&biased, 0, at(2048)}));
+  const cuda::GeneratedGemv strided(shape, x, {at(8194), 0, 1, 64}, {});  // misaligned: no vector loads
+  EXPECT_FALSE(cuda::gemv_groupable(first, {&strided, 0, at(2048)}));
+}
+
 // Every configuration's entry point, for each dtype and a few row counts, on sm_80 and sm_90.
 TEST(Gemv, ModulesCompileWithNvrtc) {
   for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
@@ -117,6 +146,7 @@ TEST(Gemv, ModulesCompileWithNvrtc) {
         for (const codegen::GemvConfig& config : codegen::gemv_configs(rows)) {
           try {
             EXPECT_GT(cuda::StandaloneKernel::check_compiles(source, config.kernel_name(), arch), 0u);
+            EXPECT_GT(cuda::StandaloneKernel::check_compiles(source, config.group_kernel_name(), arch), 0u);
           } catch (const Error& error) {
             ADD_FAILURE() << dtype_name(dtype) << " rows " << rows << " " << arch << ": " << error.what();
             return;

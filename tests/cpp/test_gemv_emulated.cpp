@@ -133,7 +133,7 @@ unsigned short lm_f2h(float f) { return luminal::float_to_half_bits(f); }
     static void thread(const T* a, const T* b, const T* bias, T* out, lm_i64 n, lm_i64 k, const lm_i64* s,     \
                        lm_i64 activation, lm_i64 vector, lm_i64 early_weights) {                               \
       lm_gemv<NPW, WK, WN, U>(a, b, bias, out, n, k, s[0], s[1], s[2], s[3], s[4], s[5], activation, vector,  \
-                              early_weights);                                                                  \
+                              early_weights, blockIdx.x);                                                      \
     }                                                                                                          \
   };
 

@@ -263,6 +263,12 @@ std::optional<CUDA_KERNEL_NODE_PARAMS> Matmul::generated_node(void* out, bool ea
   return gemv_->node_params(d_->chosen - d_->candidates.size(), out, early_weights, slots);
 }
 
+const GeneratedGemv* Matmul::chosen_gemv(size_t& config) const {
+  if (!chosen_is_generated()) return nullptr;
+  config = d_->chosen - d_->candidates.size();
+  return gemv_.get();
+}
+
 void Matmul::run(void* out, void* workspace, CUstream stream) const {
   if (chosen_is_generated()) {
     gemv_->run(d_->chosen - d_->candidates.size(), out, stream);

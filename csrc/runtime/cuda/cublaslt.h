@@ -87,6 +87,8 @@ class Matmul {
   // When the chosen candidate is the generated GEMV: run()'s launch as a CUDA graph kernel node's
   // parameters (arguments in `slots`; `early_weights`: GeneratedGemv::node_params).
   std::optional<CUDA_KERNEL_NODE_PARAMS> generated_node(void* out, bool early_weights, KernelArgumentSlots& slots) const;
+  // When the chosen candidate is the generated GEMV: it, and the configuration chosen (else null).
+  const GeneratedGemv* chosen_gemv(size_t& config) const;
 
  private:
   struct Descriptors;

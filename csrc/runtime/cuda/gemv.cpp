@@ -113,10 +113,91 @@ void GeneratedGemv::run(size_t index, void* out, CUstream stream) const {
   kernels_.at(index)->launch(static_cast<int>(launch.device), launch.shape, stream, launch.arguments);
 }
 
+StandaloneKernel& GeneratedGemv::group_kernel(size_t index) const {
+  return *registered_kernel(source_, configs_.at(index).group_kernel_name());
+}
+
 CUDA_KERNEL_NODE_PARAMS GeneratedGemv::node_params(size_t index, void* out, bool early_weights,
                                                    KernelArgumentSlots& slots) const {
   const Launch launch = launch_of(index, out, early_weights);
   return kernels_.at(index)->node_params(static_cast<int>(launch.device), launch.shape, launch.arguments, slots);
+}
+
+namespace {
+
+// The bytes [begin, end) an operand of `rows` x `cols` elements spans (rows and columns by stride).
+struct Span {
+  uintptr_t begin = 0, end = 0;
+  bool overlaps(const Span& other) const { return begin < other.end && other.begin < end; }
+};
+
+Span span_of(const void* data, int64_t rows, int64_t row_stride, int64_t cols, int64_t col_stride, size_t element) {
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const int64_t last = (rows - 1) * row_stride + (cols - 1) * col_stride;
+  return {begin, begin + static_cast<uintptr_t>(last + 1) * element};
+}
+
+Span output_span(const GemvGroupMember& member) {
+  const MatmulShape& shape = member.gemv->shape();
+  return span_of(member.out, shape.m, shape.n, shape.n, 1, dtype_size(shape.dtype));
+}
+
+}  // namespace
+
+bool gemv_groupable(const GemvGroupMember& first, const GemvGroupMember& other) {
+  const GeneratedGemv& f = *first.gemv;
+  const GeneratedGemv& o = *other.gemv;
+  const MatmulShape &fs = f.shape(), &os = o.shape();
+  const bool same_problem = fs.dtype == os.dtype && fs.m == os.m && fs.k == os.k && fs.batch == 1 && os.batch == 1;
+  const bool same_a = f.a().data == o.a().data && f.a().row_stride == o.a().row_stride &&
+                      f.a().col_stride == o.a().col_stride;
+  if (!same_problem || !same_a || !f.vectorized() || !o.vectorized() || f.has_epilogue() || o.has_epilogue() ||
+      fs.n < 1 || os.n < 1 || fs.k < 1) {
+    return false;
+  }
+  const Span a = span_of(f.a().data, fs.m, f.a().row_stride, fs.k, 1, dtype_size(fs.dtype));
+  const Span out = output_span(other);
+  return !out.overlaps(a) && !out.overlaps(output_span(first));
+}
+
+CUDA_KERNEL_NODE_PARAMS grouped_gemv_node(const std::vector<GemvGroupMember>& members, bool early_weights,
+                                          KernelArgumentSlots& slots) {
+  LUMINAL_CHECK(members.size() >= 2 && members.size() <= static_cast<size_t>(codegen::kGemvMaxGroup),
+                "internal error: a grouped GEMV of ", members.size(), " products");
+  for (size_t i = 1; i < members.size(); ++i) {
+    LUMINAL_CHECK(gemv_groupable(members[0], members[i]), "internal error: GEMV ", i, " cannot join the group");
+  }
+  const GemvGroupMember* widest = &members[0];
+  for (const GemvGroupMember& member : members) {
+    if (member.gemv->shape().n > widest->gemv->shape().n) widest = &member;
+  }
+  const GeneratedGemv& leader = *widest->gemv;
+  const codegen::GemvConfig& config = leader.configs().at(widest->config);
+  const GeneratedGemv& first = *members[0].gemv;
+  std::vector<KernelArgument> arguments = {KernelArgument::pointer(first.a().data),
+                                           KernelArgument::int64(first.shape().k),
+                                           KernelArgument::int64(first.a().row_stride),
+                                           KernelArgument::int64(early_weights ? 1 : 0)};
+  int64_t blocks = 0;
+  for (int64_t i = 0; i < codegen::kGemvMaxGroup; ++i) {
+    const bool present = i < static_cast<int64_t>(members.size());
+    const GemvGroupMember* member = present ? &members[static_cast<size_t>(i)] : nullptr;
+    const int64_t n = present ? member->gemv->shape().n : 0;
+    const int64_t member_blocks = (n + config.outputs_per_block() - 1) / config.outputs_per_block();
+    blocks += member_blocks;
+    arguments.push_back(KernelArgument::pointer(present ? member->gemv->b().data : nullptr));
+    arguments.push_back(KernelArgument::pointer(present ? member->out : nullptr));
+    arguments.push_back(KernelArgument::int64(n));
+    arguments.push_back(KernelArgument::int64(present ? member->gemv->b().col_stride : 0));
+    arguments.push_back(KernelArgument::int64(member_blocks));
+  }
+  LUMINAL_CHECK(blocks <= 0x7fffffff, "generated GEMV: ", blocks, " blocks are too many for one launch");
+  LaunchShape shape;
+  shape.grid[0] = static_cast<unsigned>(blocks);
+  shape.block[0] = static_cast<unsigned>(config.threads());
+  CUdevice device = 0;
+  LUMINAL_CU(driver().cuCtxGetDevice(&device));
+  return leader.group_kernel(widest->config).node_params(static_cast<int>(device), shape, arguments, slots);
 }
 
 }  // namespace luminal::cuda

@@ -33,6 +33,10 @@ class GeneratedGemv {
 
   const std::vector<codegen::GemvConfig>& configs() const { return configs_; }
   bool vectorized() const { return vector_; }
+  const MatmulShape& shape() const { return shape_; }
+  const MatrixOperand& a() const { return a_; }
+  const MatrixOperand& b() const { return b_; }
+  bool has_epilogue() const { return epilogue_.bias != nullptr; }
   // The module's source hash, for choice keys (a changed kernel is measured again).
   std::string source_key() const;
   // The position of the configuration `name` names (codegen::GemvConfig::name()), or -1.
@@ -47,6 +51,8 @@ class GeneratedGemv {
   // `early_weights` the kernel requests its first weights before it waits for the kernels ahead
   // of it (a programmatic edge lets it start early): only for weights nothing in the graph writes.
   CUDA_KERNEL_NODE_PARAMS node_params(size_t index, void* out, bool early_weights, KernelArgumentSlots& slots) const;
+  // Configuration `index`'s grouped entry point (codegen::GemvConfig::group_kernel_name()).
+  StandaloneKernel& group_kernel(size_t index) const;
 
  private:
   struct Launch {
@@ -65,5 +71,25 @@ class GeneratedGemv {
   std::vector<StandaloneKernel*> kernels_;  // owned by a process-wide registry (the CUDA graphs
                                             // that captured a launch keep using its module)
 };
+
+// A member of a grouped launch: a product that runs as the generated GEMV, the configuration it
+// chose and its output.
+struct GemvGroupMember {
+  const GeneratedGemv* gemv = nullptr;
+  size_t config = 0;
+  void* out = nullptr;
+};
+
+// Whether `other` may run in one launch with `first` (codegen/gemv.cuh: lm_gemv_group): the same
+// dtype, rows and K, one batch, the same a (pointer and strides), vector loads, no epilogue, and
+// an output that overlaps neither a nor first's output. (Whether anything writes the weights is
+// the caller's to check: the members run in any order.)
+bool gemv_groupable(const GemvGroupMember& first, const GemvGroupMember& other);
+
+// The grouped launch of `members` (2 to codegen::kGemvMaxGroup, each gemv_groupable with the first)
+// as a CUDA graph kernel node's parameters: the configuration that the member with the most outputs
+// chose runs them all, each member's weights read as they would be alone.
+CUDA_KERNEL_NODE_PARAMS grouped_gemv_node(const std::vector<GemvGroupMember>& members, bool early_weights,
+                                          KernelArgumentSlots& slots);
 
 }  // namespace luminal::cuda

@@ -12,6 +12,7 @@
 #include "ir/simplify.h"
 #include "passes/passes.h"
 #include "runtime/cuda/cudnn_steps.h"
+#include "runtime/cuda/gemv.h"
 #include "runtime/cuda/standalone_kernel.h"
 #include "runtime/cuda/timing.h"
 
@@ -707,6 +708,33 @@ class InstanceBuilder {
     record_library_call([&](CUstream stream) { matmul.run(out, in_.workspace, stream); });
   }
 
+  // Consecutive matmul steps from step `s` on (matmul `matmul_index` on) that run as the generated
+  // GEMV, multiply the same a by weights nothing in the graph writes (a layer's q, k and v
+  // projections; its gate and up projections) and may share a launch (cuda::gemv_groupable):
+  // recorded as one kernel node (LUMINAL_GEMV_GROUP=0: never). Returns how many steps it took: 0
+  // when fewer than two qualify.
+  size_t record_gemv_group(size_t s, size_t matmul_index) {
+    if (!config()->group_gemvs) return 0;
+    std::vector<cuda::GemvGroupMember> members;
+    for (size_t t = s; t < steps().size() && members.size() < static_cast<size_t>(codegen::kGemvMaxGroup); ++t) {
+      if (steps()[t].kind != StepKind::LibraryMatmul) break;
+      const Node& node = g_.node(steps()[t].node);
+      cuda::GemvGroupMember member;
+      member.gemv = in_.matmuls[matmul_index + members.size()]->chosen_gemv(member.config);
+      member.out = reinterpret_cast<void*>(in_.buffers[node.id].ptr);
+      const bool qualifies = member.gemv != nullptr && product(in_.buffers[node.id].sizes) != 0 &&
+                             read_only_in_graph(memory_read_by_library(node.inputs[1])) &&
+                             (members.empty() || cuda::gemv_groupable(members.front(), member));
+      if (!qualifies) break;
+      members.push_back(member);
+    }
+    if (members.size() < 2) return 0;
+    cuda::KernelArgumentSlots slots;
+    add_kernel_node(cuda::grouped_gemv_node(members, programmatic_launch_, slots), /*waits=*/true);
+    in_.grouped_gemvs += members.size();
+    return members.size();
+  }
+
   // Whether no step of the graph writes node `base`'s memory: the graph's weights, and inputs
   // that no output writes back into (an input updated in place, e.g. a KV cache, is written by
   // its scatter; inputs that share memory with an updated one never reach a compiled call).
@@ -734,7 +762,7 @@ class InstanceBuilder {
       if (in_.graph) cuda::driver().cuGraphDestroy(in_.graph);
       in_.graph = nullptr;
       in_.exec = nullptr;
-      in_.graph_nodes = in_.programmatic_edges = 0;
+      in_.graph_nodes = in_.programmatic_edges = in_.grouped_gemvs = 0;
       previous_ = nullptr;
       previous_is_kernel_ = false;
     }
@@ -750,6 +778,12 @@ class InstanceBuilder {
     for (size_t s = 0; s < steps().size(); ++s) {
       const schedule::Step& step = steps()[s];
       if (step.kind == StepKind::LibraryMatmul) {
+        const size_t grouped = record_gemv_group(s, matmul_index);
+        if (grouped > 0) {
+          s += grouped - 1;
+          matmul_index += grouped;
+          continue;
+        }
         const Node& node = g_.node(step.node);
         if (product(in_.buffers[node.id].sizes) != 0) record_matmul(node, *in_.matmuls[matmul_index]);
         ++matmul_index;

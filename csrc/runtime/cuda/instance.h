@@ -136,6 +136,7 @@ struct Instance {
   size_t bytes_per_call = 0;
   size_t graph_nodes = 0;
   size_t programmatic_edges = 0;  // kernel-to-kernel edges that let the later one launch early
+  size_t grouped_gemvs = 0;       // matmuls recorded in grouped GEMV launches
 
   ~Instance() {
     try {
