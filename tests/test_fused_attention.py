@@ -150,9 +150,9 @@ DECODE_SHAPES = {
     "one_query_two_chunks": dict(queries=1, keys=300),
     "three_queries_two_chunks": dict(queries=3, keys=300, head_size=24),
     "two_queries_head_256": dict(batch=1, heads=2, kv_heads=2, queries=2, keys=70, head_size=256),
-    # The vector path (whole 16-byte vectors per row): heads of 64 over two chunks (bf16), several
-    # chunks of a head of 128 with four queries.
-    "head_64": dict(batch=1, heads=8, kv_heads=8, queries=1, keys=200, head_size=64),
+    # The vector path (whole 16-byte vectors per row): heads of 64 over two chunks (bf16: 256 keys
+    # per chunk), several chunks of a head of 128 with four queries.
+    "head_64": dict(batch=1, heads=8, kv_heads=8, queries=1, keys=300, head_size=64),
     "four_queries_head_128": dict(batch=2, heads=2, kv_heads=2, queries=4, keys=700, head_size=128),
 }
 
@@ -162,7 +162,7 @@ DECODE_SHAPES = {
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_decode_attention(dtype: torch.dtype, shape: str, mask: str, device: str) -> None:
     """A few queries (decode steps: codegen's attention_decode.cuh on CUDA, its scalar path in chunks
-    of 256 keys, its vector path in chunks of 1024 / (16-byte vectors per key row)): several chunks,
+    of 256 keys, its vector path in chunks of 2048 / (16-byte vectors per key row)): several chunks,
     an odd head size, a head of 256, heads of whole vectors, every mask kind."""
     q, k, v = qkv(dtype, device, **DECODE_SHAPES[shape])
     fused = not (device == "cuda" and dtype == torch.float64)

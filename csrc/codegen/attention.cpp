@@ -31,9 +31,10 @@ constexpr int64_t kStaticSharedBytes = 48 * 1024;
 // attention_decode.cuh: at most this many queries (a static size), keys scored in chunks of 256 by a
 // block of the attention schedule's threads (the template gets both as @DECODE_CHUNK@, @THREADS@).
 constexpr int64_t kDecodeMaxQueries = 4, kDecodeChunk = 256, kDecodeWarps = schedule::kAttentionThreads / 32;
-// Its vector path: 16-byte key vectors each thread requests per chunk (LM_KEY_LOADS), and at most
-// this many value vectors (registers: a thread holds both sets at once).
-constexpr int64_t kDecodeKeyLoads = 8, kDecodeMaxValueLoads = 16;
+// Its vector path: 16-byte key vectors each thread requests per chunk (@DECODE_KEY_LOADS@: 256 keys
+// of 64 bf16 elements, a decode step's whole cache in the LLM benchmark, in one round trip), and at
+// most this many value vectors (registers: a thread holds both sets at once).
+constexpr int64_t kDecodeKeyLoads = 16, kDecodeMaxValueLoads = 16;
 
 // How a value of `dtype` becomes a number: the conversion applied to the stored element.
 const char* from_storage(DType dtype) {
@@ -144,6 +145,7 @@ Kernel KernelWriter::write_attention() {
   body = replace_all(body, "@DECODE_CHUNK@", std::to_string(kDecodeChunk));
   body = replace_all(body, "@THREADS@", std::to_string(schedule::kAttentionThreads));
   body = replace_all(body, "@DECODE_VECTOR@", decode_vector_keys(in, head_size, value_size) > 0 ? "1" : "0");
+  body = replace_all(body, "@DECODE_KEY_LOADS@", std::to_string(kDecodeKeyLoads));
   body = replace_all(body, "@DECODE_SCORES@", std::to_string(decode_scores(in, head_size, value_size)));
   body = replace_all(body, "@D@", std::to_string(head_size));
   body = replace_all(body, "@DV@", std::to_string(value_size));

@@ -224,7 +224,7 @@ __device__ __forceinline__ void LM_KERNEL_scalar_row(const LM_KERNEL_params& p, 
 #define LM_E (16 / (int)sizeof(@IN_T@))  // elements per 16-byte vector
 #define LM_KEY_LANES (LM_D / LM_E)       // threads that read one key row
 #define LM_VALUE_LANES (LM_DV / LM_E)    // threads that read one value row
-#define LM_KEY_LOADS 8                   // key vectors each thread requests per chunk
+#define LM_KEY_LOADS @DECODE_KEY_LOADS@  // key vectors each thread requests per chunk
 #define LM_VECTOR_KEYS (LM_KEY_LOADS * LM_THREADS / LM_KEY_LANES)  // keys per chunk
 #define LM_VALUE_LOADS (LM_VECTOR_KEYS * LM_VALUE_LANES / LM_THREADS)
 

@@ -96,7 +96,8 @@ Instance& Executor::instance_for(const SymbolValues& symbols, const CallContext&
     raise_pending_errors(*instances_.front().second, /*wait=*/true);
     instances_.erase(instances_.begin());
   }
-  auto built = build_instance(*program_, *device_, symbols, context, inputs, stats_.host_syncs);
+  auto built =
+      build_instance(*program_, *device_, symbols, context, inputs, stats_.host_syncs, /*scatter_copies=*/false);
   ++stats_.instances;
   ++stats_.graph_builds;
   stats_.choices = built->choices;
@@ -104,6 +105,26 @@ Instance& Executor::instance_for(const SymbolValues& symbols, const CallContext&
   stats_.choice_cache_misses += built->choice_counts.misses;
   instances_.emplace_back(InstanceKey{context.stream, context.allow_tf32, context.allow_tf32_convolution, symbols},
                           std::move(built));
+  return *instances_.back().second;
+}
+
+Instance& Executor::with_scatter_copies_if_needed(Instance& instance, const SymbolValues& symbols,
+                                                  const CallContext& context, const std::vector<TensorView>& inputs,
+                                                  const std::vector<TensorView>& outputs) {
+  if (instance.scatter_copies_recorded) return instance;
+  bool needed = false;
+  for (const Instance::Launch& launch : instance.launches) {
+    const bool copies = launch.alias_output >= 0;
+    needed = needed || (copies && outputs[launch.alias_output].data != inputs[launch.alias_input].data);
+  }
+  if (!needed) return instance;
+  // instance_for returned the most recently used instance, the last one.
+  LUMINAL_CHECK(&instance == instances_.back().second.get(),
+                "internal error: the instance to record again is not the last");
+  raise_pending_errors(instance, /*wait=*/true);
+  instances_.back().second =
+      build_instance(*program_, *device_, symbols, context, inputs, stats_.host_syncs, /*scatter_copies=*/true);
+  ++stats_.graph_builds;
   return *instances_.back().second;
 }
 
@@ -248,7 +269,8 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
                   "input #", k, " must be on cuda:", context.device, ", got ", describe(inputs[k]));
   }
 
-  Instance& instance = instance_for(symbols, context, inputs);
+  Instance& instance = with_scatter_copies_if_needed(instance_for(symbols, context, inputs), symbols, context,
+                                                     inputs, outputs);
   raise_pending_errors(instance, /*wait=*/false);
   update_pointers(instance, inputs, outputs);
   stats_.scatter_copy_bytes = 0;

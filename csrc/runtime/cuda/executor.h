@@ -99,6 +99,12 @@ class Executor {
   void update_pointers(Instance& instance, const std::vector<TensorView>& inputs,
                        const std::vector<TensorView>& outputs);
   void make_context_current(int device);
+  // `instance` (from instance_for: recorded without scatter base copies at first), or, when this
+  // call needs one of them (an output that is not its base input's memory), the same instance
+  // recorded again with them, which replaces it for good.
+  Instance& with_scatter_copies_if_needed(Instance& instance, const SymbolValues& symbols, const CallContext& context,
+                                          const std::vector<TensorView>& inputs,
+                                          const std::vector<TensorView>& outputs);
   Instance& instance_for(const SymbolValues& symbols, const CallContext& context,
                          const std::vector<TensorView>& inputs);
   void raise_pending_errors(Instance& instance, bool wait);

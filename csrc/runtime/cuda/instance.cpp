@@ -114,10 +114,13 @@ void check_iteration_space(const Node& node, const std::vector<int64_t>& sizes, 
 class InstanceBuilder {
  public:
   InstanceBuilder(const CudaProgram& program, const DeviceState& device, const SymbolValues& symbols,
-                  const CallContext& context, const std::vector<TensorView>& inputs, size_t& host_syncs)
+                  const CallContext& context, const std::vector<TensorView>& inputs, size_t& host_syncs,
+                  bool scatter_copies)
       : program_(program), device_(device), host_syncs_(host_syncs), g_(*program_.graph), buffers_(program_.buffers),
         symbols_(symbols), context_(context), inputs_(inputs), instance_(std::make_unique<Instance>()),
-        in_(*instance_) {}
+        in_(*instance_) {
+    in_.scatter_copies_recorded = scatter_copies;
+  }
 
   std::unique_ptr<Instance> build() {
     evaluate_shapes();
@@ -801,8 +804,13 @@ class InstanceBuilder {
         const CUDA_KERNEL_NODE_PARAMS params = kernel_node(device_.functions[launch.kernel],
                                                            program_.kernels[launch.kernel], launch.grid, args);
         // A node that some calls disable (Launch::alias_output) keeps plain edges on both sides: how a
-        // programmatic edge behaves across a disabled node is not specified.
+        // programmatic edge behaves across a disabled node is not specified. Without scatter
+        // copies it is left out (for calls that update their inputs in place, which skip it).
         const bool may_be_disabled = launch.alias_output >= 0;
+        if (may_be_disabled && !in_.scatter_copies_recorded) {
+          launch.enabled = false;
+          continue;
+        }
         launch.node = add_kernel_node(params, /*waits=*/!may_be_disabled);
         if (may_be_disabled) previous_is_kernel_ = false;
       }
@@ -849,8 +857,9 @@ void run_cudnn_step(const Instance& instance, const Instance::CudnnStep& call, c
 
 std::unique_ptr<Instance> build_instance(const CudaProgram& program, const DeviceState& device,
                                          const SymbolValues& symbols, const CallContext& context,
-                                         const std::vector<TensorView>& inputs, size_t& host_syncs) {
-  return InstanceBuilder(program, device, symbols, context, inputs, host_syncs).build();
+                                         const std::vector<TensorView>& inputs, size_t& host_syncs,
+                                         bool scatter_copies) {
+  return InstanceBuilder(program, device, symbols, context, inputs, host_syncs, scatter_copies).build();
 }
 
 }  // namespace luminal::runtime::gpu

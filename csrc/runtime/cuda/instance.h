@@ -123,8 +123,8 @@ struct Instance {
     std::vector<uint64_t> fields;
     std::vector<ExternalParam> externals;
     CUgraphNode node = nullptr;
-    // A scatter's base copy: skipped (its graph node disabled) on calls whose output is the base
-    // input's own memory. -1: always runs.
+    // A scatter's base copy: skipped on calls whose output is the base input's own memory (its
+    // graph node disabled; or absent, see Instance::scatter_copies_recorded). -1: always runs.
     int alias_output = -1, alias_input = -1;
     bool enabled = true;
     size_t copy_bytes = 0;
@@ -137,6 +137,11 @@ struct Instance {
   size_t graph_nodes = 0;
   size_t programmatic_edges = 0;  // kernel-to-kernel edges that let the later one launch early
   size_t grouped_gemvs = 0;       // matmuls recorded in grouped GEMV launches
+  // Whether the graph holds the scatter base copies that some calls skip (Launch::alias_output).
+  // An instance is first recorded without them, for calls that update their inputs in place (a
+  // decode step's cache): every kernel then keeps its programmatic edges, which a node that calls
+  // disable may not have. A call that needs a copy gets the instance recorded again with them.
+  bool scatter_copies_recorded = true;
 
   ~Instance() {
     try {
@@ -157,9 +162,11 @@ void run_cudnn_step(const Instance& instance, const Instance::CudnnStep& call, c
                              CUstream stream);
 
 // Instantiates `program` on the device `device` loaded it on. Adds the host synchronizations it
-// needed (cuBLASLt algorithm timing) to `host_syncs`.
+// needed (cuBLASLt algorithm timing) to `host_syncs`. `scatter_copies`: whether the CUDA graph holds
+// the scatter base copies that calls updating their inputs in place skip (Instance::scatter_copies_recorded).
 std::unique_ptr<Instance> build_instance(const CudaProgram& program, const DeviceState& device,
                                          const SymbolValues& symbols, const CallContext& context,
-                                         const std::vector<TensorView>& inputs, size_t& host_syncs);
+                                         const std::vector<TensorView>& inputs, size_t& host_syncs,
+                                         bool scatter_copies);
 
 }  // namespace luminal::runtime::gpu
