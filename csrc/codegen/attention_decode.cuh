@@ -96,6 +96,27 @@ struct LM_KERNEL_shared {
   @T@ partial[LM_WARPS][LM_DV];
 };
 
+// A chunk's online-softmax step, after its scores are in s.p[0, keys) and this thread's largest is
+// `chunk_max`: the scores become exp(score - m_new), the running max m and sum l are updated, and
+// `correction` rescales the running output (0 while m was -inf). Returns false, changing nothing,
+// when every key so far was dropped (the same for the whole block). The max's reduction publishes
+// the scores, the sum's the probabilities.
+__device__ __forceinline__ bool LM_KERNEL_softmax_chunk(LM_KERNEL_shared& s, int keys, @T@ chunk_max, @T@& m,
+                                                        @T@& l, @T@& correction) {
+  const @T@ m_new = fmax(m, LM_KERNEL_block_reduce(chunk_max, s.max_slots, 0));
+  if (m_new == @NEG_INF@) return false;
+  correction = @EXP@(m - m_new);
+  @T@ sum = 0;
+  for (int j = threadIdx.x; j < keys; j += LM_THREADS) {
+    const @T@ pj = @EXP@(s.p[j] - m_new);  // 0 for a dropped key
+    s.p[j] = pj;
+    sum += pj;
+  }
+  l = l * correction + LM_KERNEL_block_reduce(sum, s.sum_slots, 1);
+  m = m_new;
+  return true;
+}
+
 // The row's output: the warps' partial sums added in a fixed order, divided by l.
 __device__ __forceinline__ void LM_KERNEL_finish(const LM_KERNEL_params& p, lm_i64 row, LM_KERNEL_shared& s, @T@ l) {
   // A row that attends to no key is 0 (torch's fused kernels), never 0/0.
@@ -177,18 +198,8 @@ __device__ __forceinline__ void LM_KERNEL_scalar_row(const LM_KERNEL_params& p, 
         lm_chunk_max = fmax(lm_chunk_max, lm_s);
       }
     }
-    const @T@ lm_m_new = fmax(lm_m, LM_KERNEL_block_reduce(lm_chunk_max, s.max_slots, 0));
-    if (lm_m_new == lm_neg_inf) continue;  // the same for the whole block: every key so far dropped
-    const @T@ lm_correction = @EXP@(lm_m - lm_m_new);  // 0 while m was -inf
-    @T@ lm_chunk_sum = 0;
-    for (int j = threadIdx.x; j < lm_keys; j += LM_THREADS) {
-      const @T@ lm_pj = @EXP@(s.p[j] - lm_m_new);  // 0 for a dropped key
-      s.p[j] = lm_pj;
-      lm_chunk_sum += lm_pj;
-    }
-    // (the reduction's __syncthreads also publishes every thread's p)
-    lm_l = lm_l * lm_correction + LM_KERNEL_block_reduce(lm_chunk_sum, s.sum_slots, 1);
-    lm_m = lm_m_new;
+    @T@ lm_correction;
+    if (!LM_KERNEL_softmax_chunk(s, lm_keys, lm_chunk_max, lm_m, lm_l, lm_correction)) continue;
 #pragma unroll
     for (int c = 0; c < LM_ACC; ++c) lm_acc[c] *= lm_correction;
     // LM_VALUES_IN_FLIGHT value rows per warp are read before any is used.
@@ -316,18 +327,8 @@ __device__ __forceinline__ void LM_KERNEL_vector_row(const LM_KERNEL_params& p, 
       }
     }
     // 3. The online softmax (the max's reduction also publishes the scores).
-    const @T@ lm_m_new = fmax(lm_m, LM_KERNEL_block_reduce(lm_chunk_max, s.max_slots, 0));
-    if (lm_m_new == lm_neg_inf) continue;  // the same for the whole block: every key so far dropped
-    const @T@ lm_correction = @EXP@(lm_m - lm_m_new);  // 0 while m was -inf
-    @T@ lm_chunk_sum = 0;
-    for (int j = lm_t; j < lm_keys; j += LM_THREADS) {
-      const @T@ lm_pj = @EXP@(s.p[j] - lm_m_new);  // 0 for a dropped key
-      s.p[j] = lm_pj;
-      lm_chunk_sum += lm_pj;
-    }
-    // (the reduction's __syncthreads also publishes every thread's p)
-    lm_l = lm_l * lm_correction + LM_KERNEL_block_reduce(lm_chunk_sum, s.sum_slots, 1);
-    lm_m = lm_m_new;
+    @T@ lm_correction;
+    if (!LM_KERNEL_softmax_chunk(s, lm_keys, lm_chunk_max, lm_m, lm_l, lm_correction)) continue;
     // 4. Values.
 #pragma unroll
     for (int x = 0; x < LM_E; ++x) lm_acc[x] *= lm_correction;
