@@ -120,21 +120,25 @@ TEST(Gemv, GroupedLaunchOnlyForProductsOfOneActivation) {
   const cuda::MatrixOperand x{at(256), 0, 64, 1}, w1{at(4096), 0, 1, 64}, w2{at(8192), 0, 1, 64};
   const cuda::GeneratedGemv q(shape, x, w1, {}), k(shape, x, w2, {});
   const cuda::GemvGroupMember first{&q, 0, at(1024)};
-  EXPECT_TRUE(cuda::gemv_groupable(first, {&k, 2, at(1024 + 48)}));       // right after q's 24 outputs
-  EXPECT_FALSE(cuda::gemv_groupable(first, {&k, 0, at(1024 + 46)}));      // over q's last output
-  EXPECT_FALSE(cuda::gemv_groupable(first, {&k, 0, at(256 + 126)}));      // over a's last element
+  EXPECT_TRUE(cuda::gemv_groupable({first}, {&k, 2, at(1024 + 48)}));       // right after q's 24 outputs
+  EXPECT_FALSE(cuda::gemv_groupable({first}, {&k, 0, at(1024 + 46)}));      // over q's last output
+  EXPECT_FALSE(cuda::gemv_groupable({first}, {&k, 0, at(256 + 126)}));      // over a's last element
+  // Every member's output counts, not only the first's.
+  const cuda::GemvGroupMember second{&k, 0, at(2048)};
+  EXPECT_TRUE(cuda::gemv_groupable({first, second}, {&k, 0, at(2048 + 48)}));
+  EXPECT_FALSE(cuda::gemv_groupable({first, second}, {&k, 0, at(2048 + 40)}));
   const cuda::GeneratedGemv other_a(shape, {at(512), 0, 64, 1}, w2, {});
-  EXPECT_FALSE(cuda::gemv_groupable(first, {&other_a, 0, at(2048)}));
+  EXPECT_FALSE(cuda::gemv_groupable({first}, {&other_a, 0, at(2048)}));
   cuda::MatmulShape longer = shape;
   longer.k = 72;
   const cuda::GeneratedGemv other_k(longer, {at(256), 0, 72, 1}, {at(8192), 0, 1, 72}, {});
-  EXPECT_FALSE(cuda::gemv_groupable(first, {&other_k, 0, at(2048)}));
+  EXPECT_FALSE(cuda::gemv_groupable({first}, {&other_k, 0, at(2048)}));
   cuda::MatmulEpilogue bias;
   bias.bias = at(12288);
   const cuda::GeneratedGemv biased(shape, x, w2, bias);
-  EXPECT_FALSE(cuda::gemv_groupable(first, {&biased, 0, at(2048)}));
+  EXPECT_FALSE(cuda::gemv_groupable({first}, {&biased, 0, at(2048)}));
   const cuda::GeneratedGemv strided(shape, x, {at(8194), 0, 1, 64}, {});  // misaligned: no vector loads
-  EXPECT_FALSE(cuda::gemv_groupable(first, {&strided, 0, at(2048)}));
+  EXPECT_FALSE(cuda::gemv_groupable({first}, {&strided, 0, at(2048)}));
 }
 
 // Every configuration's entry point, for each dtype and a few row counts, on sm_80 and sm_90.

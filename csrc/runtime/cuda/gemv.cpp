@@ -1,5 +1,6 @@
 #include "runtime/cuda/gemv.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -144,8 +145,9 @@ Span output_span(const GemvGroupMember& member) {
 
 }  // namespace
 
-bool gemv_groupable(const GemvGroupMember& first, const GemvGroupMember& other) {
-  const GeneratedGemv& f = *first.gemv;
+bool gemv_groupable(const std::vector<GemvGroupMember>& group, const GemvGroupMember& other) {
+  LUMINAL_CHECK(!group.empty(), "internal error: a GEMV joins an empty group");
+  const GeneratedGemv& f = *group.front().gemv;
   const GeneratedGemv& o = *other.gemv;
   const MatmulShape &fs = f.shape(), &os = o.shape();
   const bool same_problem = fs.dtype == os.dtype && fs.m == os.m && fs.k == os.k && fs.batch == 1 && os.batch == 1;
@@ -157,7 +159,9 @@ bool gemv_groupable(const GemvGroupMember& first, const GemvGroupMember& other) 
   }
   const Span a = span_of(f.a().data, fs.m, f.a().row_stride, fs.k, 1, dtype_size(fs.dtype));
   const Span out = output_span(other);
-  return !out.overlaps(a) && !out.overlaps(output_span(first));
+  return !out.overlaps(a) && std::none_of(group.begin(), group.end(), [&](const GemvGroupMember& member) {
+    return out.overlaps(output_span(member));
+  });
 }
 
 CUDA_KERNEL_NODE_PARAMS grouped_gemv_node(const std::vector<GemvGroupMember>& members, bool early_weights,
@@ -165,7 +169,8 @@ CUDA_KERNEL_NODE_PARAMS grouped_gemv_node(const std::vector<GemvGroupMember>& me
   LUMINAL_CHECK(members.size() >= 2 && members.size() <= static_cast<size_t>(codegen::kGemvMaxGroup),
                 "internal error: a grouped GEMV of ", members.size(), " products");
   for (size_t i = 1; i < members.size(); ++i) {
-    LUMINAL_CHECK(gemv_groupable(members[0], members[i]), "internal error: GEMV ", i, " cannot join the group");
+    const std::vector<GemvGroupMember> before(members.begin(), members.begin() + static_cast<ptrdiff_t>(i));
+    LUMINAL_CHECK(gemv_groupable(before, members[i]), "internal error: GEMV ", i, " cannot join the group");
   }
   const GemvGroupMember* widest = &members[0];
   for (const GemvGroupMember& member : members) {

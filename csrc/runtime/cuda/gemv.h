@@ -80,13 +80,14 @@ struct GemvGroupMember {
   void* out = nullptr;
 };
 
-// Whether `other` may run in one launch with `first` (codegen/gemv.cuh: lm_gemv_group): the same
-// dtype, rows and K, one batch, the same a (pointer and strides), vector loads, no epilogue, and
-// an output that overlaps neither a nor first's output. (Whether anything writes the weights is
-// the caller's to check: the members run in any order.)
-bool gemv_groupable(const GemvGroupMember& first, const GemvGroupMember& other);
+// Whether `other` may join `group` (not empty) in one launch (codegen/gemv.cuh: lm_gemv_group):
+// the same dtype, rows and K as the group's first member, one batch, the same a (pointer and
+// strides), vector loads, no epilogue, and an output that overlaps neither a nor any member's
+// output. (Whether anything writes the weights is the caller's to check: the members run in any
+// order.)
+bool gemv_groupable(const std::vector<GemvGroupMember>& group, const GemvGroupMember& other);
 
-// The grouped launch of `members` (2 to codegen::kGemvMaxGroup, each gemv_groupable with the first)
+// The grouped launch of `members` (2 to codegen::kGemvMaxGroup, each groupable with those before it)
 // as a CUDA graph kernel node's parameters: the configuration that the member with the most outputs
 // chose runs them all, each member's weights read as they would be alone.
 CUDA_KERNEL_NODE_PARAMS grouped_gemv_node(const std::vector<GemvGroupMember>& members, bool early_weights,

@@ -727,7 +727,7 @@ class InstanceBuilder {
       member.out = reinterpret_cast<void*>(in_.buffers[node.id].ptr);
       const bool qualifies = member.gemv != nullptr && product(in_.buffers[node.id].sizes) != 0 &&
                              read_only_in_graph(memory_read_by_library(node.inputs[1])) &&
-                             (members.empty() || cuda::gemv_groupable(members.front(), member));
+                             (members.empty() || cuda::gemv_groupable(members, member));
       if (!qualifies) break;
       members.push_back(member);
     }
