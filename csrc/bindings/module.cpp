@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -324,6 +325,7 @@ class PyCompiledGraph {
   // Runs the graph; returns the user outputs (tensors and ints) in order. Mutated inputs are
   // updated in place.
   py::list run(const std::vector<at::Tensor>& inputs) const {
+    const auto start = std::chrono::steady_clock::now();
     if (has_mutated_inputs_ && inputs.size() == mutated_inputs_.size()) {  // another count: bind() raises
       if (const auto overlap = overlapping_mutated_input(inputs, mutated_inputs_)) {
         throw InputsOverlap(str_cat("input #", overlap->first, " is updated in place and shares memory with input #",
@@ -343,15 +345,17 @@ class PyCompiledGraph {
       throw CallInEager(str_cat("the call's inputs do not fit the compiled graph: ", error.what()));
     }
 
+    const auto bound = std::chrono::steady_clock::now();
     const auto& infos = core_->outputs();
     std::vector<at::Tensor> tensors(infos.size());
     std::vector<runtime::TensorView> out_views(infos.size());
     std::vector<bool> written_in_place(infos.size(), false);
     const at::Device device = call_device(inputs, infos);
     const bool poison_outputs = config()->poison_outputs;
+    const auto shapes = core_->output_shapes(symbols);
     for (size_t k = 0; k < infos.size(); ++k) {
       if (!infos[k].is_tensor) continue;
-      const std::vector<int64_t> shape = core_->output_shape(k, symbols);
+      const std::vector<int64_t>& shape = (*shapes)[k];
       if (infos[k].in_place && writable_in_place(inputs, infos[k], shape, device)) {
         tensors[k] = inputs[infos[k].mutated_input];  // the scatter updates the input's own memory
         out_views[k] = views[infos[k].mutated_input];
@@ -370,10 +374,12 @@ class PyCompiledGraph {
     runtime::CudaCallContext cuda;
     LUMINAL_CHECK(!on_cuda, "CUDA tensors given, but this luminal was built against a CPU-only torch");
 #endif
+    const auto allocated = std::chrono::steady_clock::now();
     {
       py::gil_scoped_release no_gil;
       core_->run(views, out_views, symbols, on_cuda ? &cuda : nullptr);
     }
+    const auto ran = std::chrono::steady_clock::now();
     py::list results;
     size_t copied = 0;
     for (size_t k = 0; k < infos.size(); ++k) {
@@ -391,6 +397,11 @@ class PyCompiledGraph {
       }
     }
     *copy_back_bytes_ = copied;
+    const auto microseconds = [](auto from, auto to) { return std::chrono::duration<double, std::micro>(to - from).count(); };
+    host_times_->bind = microseconds(start, bound);
+    host_times_->outputs = microseconds(bound, allocated);
+    host_times_->run = microseconds(allocated, ran);
+    host_times_->write_back = microseconds(ran, std::chrono::steady_clock::now());
     return results;
   }
 
@@ -413,6 +424,18 @@ class PyCompiledGraph {
     // copied from scatter bases inside it. An in-place update (a KV-cache write) copies neither.
     d["copy_back_bytes"] = copy_back_bytes_->load();
     d["scatter_copy_bytes"] = s.scatter_copy_bytes;
+    py::dict host_us;
+    host_us["bind"] = host_times_->bind.load();        // the inputs' views, checked against the graph
+    host_us["outputs"] = host_times_->outputs.load();  // output tensors allocated
+    host_us["run"] = host_times_->run.load();          // the engine's call (CUDA: up to the graph's launch)
+    host_us["write_back"] = host_times_->write_back.load();  // mutated inputs copied back, results collected
+#if LUMINAL_HAVE_CUDA
+    if (s.cuda_used) {
+      host_us["cuda_prepare"] = s.cuda.host_prepare_us;  // of run: instance, checks, pointer updates
+      host_us["cuda_launch"] = s.cuda.host_launch_us;    // of run: the graph launch
+    }
+#endif
+    d["host_us"] = host_us;
 #if LUMINAL_HAVE_CUDA
     if (s.cuda_used) {
       py::dict c;
@@ -522,6 +545,12 @@ class PyCompiledGraph {
   OutputForm output_form_ = OutputForm::List;
   // The last call's write-back bytes (shared: the object is returned by value).
   std::shared_ptr<std::atomic<size_t>> copy_back_bytes_ = std::make_shared<std::atomic<size_t>>(0);
+  // Host time of the last call's parts, microseconds (stats()["host_us"]): what a call costs
+  // besides the graph itself.
+  struct HostTimes {
+    std::atomic<double> bind{0}, outputs{0}, run{0}, write_back{0};
+  };
+  std::shared_ptr<HostTimes> host_times_ = std::make_shared<HostTimes>();
 };
 
 // luminal::UnsupportedNode -> luminal._C.LuminalUnsupportedError (a LuminalError) with the

@@ -845,6 +845,8 @@ Graph optimize(Graph graph, const OptimizeOptions& options) {
   Graph out = eliminate_dead_code(graph);
   // After materialize_outputs: the nodes the caller's outputs are written from are final (and stay).
   if (options.assign_layouts) out = assign_layouts(out);
+  // Last: nothing may move a node behind them.
+  out = defer_input_updates(out);
   out.verify();
   return out;
 }

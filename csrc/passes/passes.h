@@ -88,6 +88,20 @@ void fuse_matmul_epilogues(ir::Graph& graph);
 // caller's output tensor (copies are inserted for outputs that are inputs, constants, or repeated).
 void materialize_outputs(ir::Graph& graph);
 
+// Outputs that update an input element by element (see input_updates.cpp): a pointwise node of
+// the input's dtype and shape, read by no node and written to no other output, that reads the
+// input only at the element it writes and reads no input another output updates. Per output.
+std::vector<bool> elementwise_input_updates(const ir::Graph& graph);
+
+// The graph with the nodes of elementwise input updates moved behind every other node (in their
+// order): then they may write into the inputs' memory, after every read of the old values.
+ir::Graph defer_input_updates(const ir::Graph& graph);
+
+// Per output: an elementwise input update that may be written into its input's memory in this
+// graph, because no other kind of compute node follows the first such update. All false when
+// one does (a later pass reordered the graph): the caller then copies the new values back.
+std::vector<bool> input_updates_written_last(const ir::Graph& graph);
+
 // A pointwise node of `dtype` and `shape` that reads its one input (node `source_id`) at
 // [i<index_vars[0]>, i<index_vars[1]>, ...]: a copy when index_vars is 0, 1, ..., else the input
 // with its dimensions permuted. `origin` names it in messages and profiles.

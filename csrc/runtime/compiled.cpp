@@ -76,7 +76,9 @@ CompiledGraph::CompiledGraph(ir::Graph translated, const CompileOptions& options
   const std::vector<int> uses = graph_->use_counts();
   for (ir::NodeId input : graph_->inputs) input_read_.push_back(uses[input] > 0);
   const auto users = graph_->users();
-  for (const ir::GraphOutput& out : graph_->outputs) {
+  const std::vector<bool> updates_last = elementwise_updates_in_place();
+  for (size_t k = 0; k < graph_->outputs.size(); ++k) {
+    const ir::GraphOutput& out = graph_->outputs[k];
     OutputInfo info;
     info.is_tensor = out.kind == ir::GraphOutput::Kind::Tensor;
     info.dtype = info.is_tensor ? graph_->node(out.node).dtype : DType::I64;
@@ -84,7 +86,7 @@ CompiledGraph::CompiledGraph(ir::Graph translated, const CompileOptions& options
     if (info.is_tensor && out.mutated_input >= 0) {
       const ir::Node& node = graph_->node(out.node);
       const ir::NodeId base = graph_->inputs[out.mutated_input];
-      info.in_place = node.kind == ir::NodeKind::Scatter && node.inputs[0] == base && uses[base] == 1;
+      info.in_place = (node.kind == ir::NodeKind::Scatter && node.inputs[0] == base && uses[base] == 1) || updates_last[k];
     }
     info.name = out.name;
     info.device = out.device;
@@ -100,6 +102,14 @@ CompiledGraph::CompiledGraph(ir::Graph translated, const CompileOptions& options
     fail("cannot check CUDA code generation: luminal was built without the CUDA toolkit headers");
 #endif
   }
+}
+
+std::vector<bool> CompiledGraph::elementwise_updates_in_place() const {
+  std::vector<bool> in_place = passes::input_updates_written_last(*graph_);
+  if (!row_) return in_place;
+  const std::vector<bool> in_row_kernel = passes::input_updates_written_last(*row_->graph);
+  for (size_t k = 0; k < in_place.size(); ++k) in_place[k] = in_place[k] && k < in_row_kernel.size() && in_row_kernel[k];
+  return in_place;
 }
 
 #if LUMINAL_HAVE_CUDA
@@ -122,7 +132,15 @@ gpu::Executor& CompiledGraph::cuda_executor(CudaCandidate candidate) const {
     executor = std::make_unique<gpu::Executor>(std::make_shared<const gpu::CudaProgram>(
         gpu::build_cuda_program(row_->graph, schedule::plan_row_kernel_steps(*row_->graph, row_->rows))));
   } else {
-    executor = std::make_unique<gpu::Executor>(general_program(*graph_));
+    std::shared_ptr<const gpu::CudaProgram> program = general_program(*graph_);
+    // Its passes must have kept the updates written in place behind every other node.
+    const std::vector<bool> last = passes::input_updates_written_last(*program->graph);
+    for (size_t k = 0; k < outputs_.size(); ++k) {
+      if (!outputs_[k].in_place || graph_->node(graph_->outputs[k].node).kind != ir::NodeKind::Pointwise) continue;
+      LUMINAL_CHECK(k < last.size() && last[k], "internal error: the CUDA plan moved the in-place update of input #",
+                    outputs_[k].mutated_input, " before another node");
+    }
+    executor = std::make_unique<gpu::Executor>(std::move(program));
   }
   return *executor;
 }
@@ -311,6 +329,21 @@ std::vector<int64_t> CompiledGraph::output_shape(size_t k, const SymbolValues& s
   std::vector<int64_t> shape = evaluate(node.shape, symbols);
   tensor_bytes(shape, node.dtype, str_cat("output #", k, " '", out.name, "'"));  // the caller allocates it
   return shape;
+}
+
+std::shared_ptr<const std::vector<std::vector<int64_t>>> CompiledGraph::output_shapes(const SymbolValues& symbols) const {
+  {
+    const std::lock_guard<std::mutex> lock(bind_mutex_);
+    if (shapes_ && shapes_symbols_ == symbols) return shapes_;
+  }
+  auto shapes = std::make_shared<std::vector<std::vector<int64_t>>>(outputs_.size());
+  for (size_t k = 0; k < outputs_.size(); ++k) {
+    if (outputs_[k].is_tensor) (*shapes)[k] = output_shape(k, symbols);
+  }
+  const std::lock_guard<std::mutex> lock(bind_mutex_);
+  shapes_symbols_ = symbols;
+  shapes_ = shapes;
+  return shapes;
 }
 
 int64_t CompiledGraph::int_output(size_t k, const SymbolValues& symbols) const {

@@ -98,6 +98,9 @@ class CompiledGraph {
   // sizes and strides of the last call that bound get that call's symbols without re-checking.
   SymbolValues bind(const std::vector<TensorView>& inputs) const;
   std::vector<int64_t> output_shape(size_t k, const SymbolValues& symbols) const;
+  // Every output's shape (integer outputs: empty), each checked as output_shape does; calls with
+  // the last call's symbols reuse its shapes (a decode step asks for the same ones every token).
+  std::shared_ptr<const std::vector<std::vector<int64_t>>> output_shapes(const SymbolValues& symbols) const;
   int64_t int_output(size_t k, const SymbolValues& symbols) const;
   // `outputs` has one view per output (integer outputs: an empty view). With a CUDA call context
   // the graph runs on the CUDA engine (inputs and outputs on that device), else on the CPU.
@@ -117,6 +120,10 @@ class CompiledGraph {
 
  private:
   CompiledGraph(ir::Graph translated, const CompileOptions& options);
+  // Per output: an elementwise update of its input (a cache's step counter) that every graph that
+  // may run computes after everything else (passes::input_updates_written_last): it is written
+  // into the input's memory, like a scatter that updates its base in place.
+  std::vector<bool> elementwise_updates_in_place() const;
 
   std::string translated_text_;
   // The largest tensor of the translated graph whose size is known (before fusion: what eager
@@ -142,6 +149,8 @@ class CompiledGraph {
     std::vector<int64_t> sizes, strides;
   };
   mutable std::mutex bind_mutex_;
+  mutable std::optional<SymbolValues> shapes_symbols_;  // what the cached output shapes were evaluated for
+  mutable std::shared_ptr<const std::vector<std::vector<int64_t>>> shapes_;
   mutable std::vector<InputLayout> bound_layouts_;
   mutable SymbolValues bound_symbols_;
   mutable bool bound_ = false;

@@ -1,6 +1,7 @@
 #include "runtime/cuda/executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -27,6 +28,10 @@ using ir::NodeKind;
 using schedule::StepKind;
 
 namespace {
+
+double microseconds_between(std::chrono::steady_clock::time_point from, std::chrono::steady_clock::time_point to) {
+  return std::chrono::duration<double, std::micro>(to - from).count();
+}
 
 constexpr size_t kMaxInstances = 16;
 
@@ -256,6 +261,7 @@ void Executor::finish() {
 
 void Executor::run(const std::vector<TensorView>& inputs, const std::vector<TensorView>& outputs,
                    const SymbolValues& symbols, const CallContext& context) {
+  const auto start = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mutex_);
   LUMINAL_CHECK(context.allocator != nullptr, "internal error: no device allocator");
   make_context_current(context.device);
@@ -280,8 +286,11 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
     run_steps_one_by_one(instance, stream);
     return;
   }
+  const auto launch = std::chrono::steady_clock::now();
   LUMINAL_CU(api.cuGraphLaunch(instance.exec, stream));
   LUMINAL_CU(api.cuEventRecord(instance.done, stream));
+  stats_.host_prepare_us = microseconds_between(start, launch);
+  stats_.host_launch_us = microseconds_between(launch, std::chrono::steady_clock::now());
   instance.launched = true;
   ++stats_.calls;
   stats_.library_calls = instance.matmuls.size() + instance.cudnn_steps.size();

@@ -66,6 +66,10 @@ struct Stats {
   size_t choice_cache_hits = 0;
   size_t choice_cache_misses = 0;
   size_t scatter_copy_bytes = 0;  // bytes of scatter bases the last call copied (in-place scatters copy none)
+  // Host time of the last call, microseconds: from run() to the graph launch (instance lookup,
+  // checks, pointer updates), and the launch itself.
+  double host_prepare_us = 0;
+  double host_launch_us = 0;
 };
 
 struct Instance;     // runtime/cuda/instance.h
