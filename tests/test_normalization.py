@@ -125,5 +125,5 @@ def test_wide_rows_aligned_and_misaligned(dtype: torch.dtype, rows: int, width: 
     vector = "uint4" if dtype != torch.float32 else "uint4*>(p.out"
     sources = [graph.cuda_source() for graph in captured]
     assert any(vector in source for source in sources), "no row read with 16-byte vectors"
-    block_per_row = "for (lm_i64 lm_flat = blockIdx.x; lm_flat < lm_n; lm_flat += gridDim.x)"
+    block_per_row = "for (lm_i64 lm_flat = lm_block; lm_flat < lm_n; lm_flat += lm_grid)"
     assert any(block_per_row in source for source in sources) == (rows <= 32 and width >= 1024)

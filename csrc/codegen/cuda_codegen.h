@@ -56,6 +56,12 @@ struct Kernel {
   // p.check_base + k in the error record, which the executor maps back to check_labels[k].
   // Labels stay out of the source, so equal computations of different ops share one kernel.
   std::vector<std::string> check_labels;
+  // Node kernels: the device function that computes block b of a grid of g blocks,
+  // `<group_entry>(const <name>_params& p, unsigned b, unsigned g)`, which a grouped launch calls
+  // (render_kernel_group). Empty: the kernel runs only as its own launch.
+  std::string group_entry;
+  // A grouped launch: the kernels (indices in the program's list) whose blocks it runs, in order.
+  std::vector<int> group_members;
 };
 
 // Error codes written into the device error record: [code, value, bound, check id (-1: none)].
@@ -79,6 +85,12 @@ Kernel render_row_kernel(const ir::Graph& graph, const ir::Expr& rows, const sch
 
 // render_row_kernel with schedule::choose_row_schedule().
 Kernel generate_row_kernel(const ir::Graph& graph, const ir::Expr& rows);
+
+// One launch for independent node kernels (each with a group_entry and the same block size):
+// their blocks one kernel after another. Its parameter is the members' parameter structs in order
+// (every field 8 bytes: pointers and lm_i64), then each member's block count (lm_i64); the
+// module holds the members' text before it. `members` indexes `kernels`.
+Kernel render_kernel_group(const std::vector<Kernel>& kernels, const std::vector<int>& members);
 
 // Helper definitions every kernel relies on (no #includes: NVRTC needs no headers).
 const std::string& prelude();

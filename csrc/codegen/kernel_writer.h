@@ -185,9 +185,14 @@ class KernelWriter {
   std::string reduce_body();
   // `__launch_bounds__(<block size>)`
   std::string launch_bounds() const;
-  // The entry point's signature and its first statement, lm_kernel_entry() (the wait for the
-  // kernels ahead of it: codegen prelude).
+  // A node kernel's device function's signature (LM_KERNEL_run: the block `lm_block` of
+  // `lm_grid`) and its first statement, lm_kernel_entry() (the wait for the kernels ahead of it:
+  // codegen prelude).
   std::string kernel_opening() const;
+  // The __global__ function that runs a node kernel's device function (kernel_opening) with the
+  // launch's blocks; finish_node_kernel appends it and names the kernel.
+  std::string entry_point() const;
+  void finish_node_kernel(Kernel& kernel, const std::string& text) const;
 
   const Node& node_;
   const std::vector<OperandInfo>& operands_;

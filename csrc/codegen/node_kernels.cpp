@@ -35,7 +35,7 @@ Kernel KernelWriter::write() {
     case Mapping::Attention:
       fail("internal error: KernelWriter::write with schedule ", to_string(schedule_));
   }
-  name_and_finish(kernel, params_declaration() + body);
+  finish_node_kernel(kernel, params_declaration() + body);
   return kernel;
 }
 
@@ -57,8 +57,8 @@ Kernel KernelWriter::write_scatter() {
   std::ostringstream out;
   out << kernel_opening();
   out << "  const lm_i64 lm_n = " << shape_code(kernel.outputs) << ";\n";
-  out << "  for (lm_i64 lm_flat = (lm_i64)blockIdx.x * blockDim.x + threadIdx.x; lm_flat < lm_n;"
-      << " lm_flat += (lm_i64)gridDim.x * blockDim.x) {\n";
+  out << "  for (lm_i64 lm_flat = (lm_i64)lm_block * blockDim.x + threadIdx.x; lm_flat < lm_n;"
+      << " lm_flat += (lm_i64)lm_grid * blockDim.x) {\n";
   out << "    bool lm_ok = true; (void)lm_ok;\n";
   out << unravel("lm_flat", 4, node_.scatter_domain);
   out << scopes_[root]->code.str();
@@ -72,7 +72,7 @@ Kernel KernelWriter::write_scatter() {
   out << "    " << storage_type(node_.dtype) << "* const lm_target = p.out + " << offset << ";\n";
   out << "    " << (node_.scatter_accumulate ? accumulate_code("lm_target", value) : str_cat("*lm_target = ", store_code(value), ";")) << "\n";
   out << "  }\n}\n";
-  name_and_finish(kernel, params_declaration() + out.str());
+  finish_node_kernel(kernel, params_declaration() + out.str());
   return kernel;
 }
 
@@ -114,11 +114,11 @@ std::string KernelWriter::elementwise_body() {
   if (warp_mode_) {
     // A warp per element: every lane runs the element's code, lanes split its top-level folds.
     out << "  const int lm_lane = threadIdx.x & 31;\n";
-    out << "  for (lm_i64 lm_flat = ((lm_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; lm_flat < lm_n;"
-        << " lm_flat += ((lm_i64)gridDim.x * blockDim.x) >> 5) {\n";
+    out << "  for (lm_i64 lm_flat = ((lm_i64)lm_block * blockDim.x + threadIdx.x) >> 5; lm_flat < lm_n;"
+        << " lm_flat += ((lm_i64)lm_grid * blockDim.x) >> 5) {\n";
   } else {
-    out << "  for (lm_i64 lm_flat = (lm_i64)blockIdx.x * blockDim.x + threadIdx.x; lm_flat < lm_n;"
-        << " lm_flat += (lm_i64)gridDim.x * blockDim.x) {\n";
+    out << "  for (lm_i64 lm_flat = (lm_i64)lm_block * blockDim.x + threadIdx.x; lm_flat < lm_n;"
+        << " lm_flat += (lm_i64)lm_grid * blockDim.x) {\n";
   }
   if (unroll == 1) {
     out << "    bool lm_ok = true; (void)lm_ok;\n";
@@ -191,11 +191,11 @@ std::string KernelWriter::row_body() {
   out << "  const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(row_shape()), {})) << ";\n";
   if (lanes_ == 32) {
     out << "  const int lm_lane = threadIdx.x & 31;\n";
-    out << "  for (lm_i64 lm_flat = ((lm_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; lm_flat < lm_n;"
-        << " lm_flat += ((lm_i64)gridDim.x * blockDim.x) >> 5) {\n";
+    out << "  for (lm_i64 lm_flat = ((lm_i64)lm_block * blockDim.x + threadIdx.x) >> 5; lm_flat < lm_n;"
+        << " lm_flat += ((lm_i64)lm_grid * blockDim.x) >> 5) {\n";
   } else {
     out << "  const int lm_lane = threadIdx.x;\n";
-    out << "  for (lm_i64 lm_flat = blockIdx.x; lm_flat < lm_n; lm_flat += gridDim.x) {\n";
+    out << "  for (lm_i64 lm_flat = lm_block; lm_flat < lm_n; lm_flat += lm_grid) {\n";
   }
   out << "    bool lm_ok = true; (void)lm_ok;\n";
   out << unravel("lm_flat", 4, row_shape());
@@ -259,8 +259,8 @@ std::string KernelWriter::pieces_body(const std::vector<passes::PointwisePiece>&
     if (offset.empty()) offset = "0";
     out << "    case " << k << ": {\n";
     out << "    const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(box), {})) << ";\n";
-    out << "    for (lm_i64 lm_flat = (lm_i64)blockIdx.x * blockDim.x + threadIdx.x; lm_flat < lm_n;"
-        << " lm_flat += (lm_i64)gridDim.x * blockDim.x) {\n";
+    out << "    for (lm_i64 lm_flat = (lm_i64)lm_block * blockDim.x + threadIdx.x; lm_flat < lm_n;"
+        << " lm_flat += (lm_i64)lm_grid * blockDim.x) {\n";
     out << "      bool lm_ok = true; (void)lm_ok;\n";
     out << unravel("lm_flat", 6, box);
     out << scopes_[root]->code.str();
@@ -297,9 +297,23 @@ std::string KernelWriter::warp_combine(const Combine& c) const {
                  " val = __shfl_xor_sync(0xffffffffu, acc, lm_o); ", c.step, " }");
 }
 
+// A node kernel is a device function of its block (`lm_block` of `lm_grid`; blockIdx.y selects a
+// piece) and an entry point that calls it with the launch's own: a grouped launch
+// (render_kernel_group) calls several such functions, each with its share of the blocks.
 std::string KernelWriter::kernel_opening() const {
+  return "__device__ __forceinline__ void LM_KERNEL_run(const LM_KERNEL_params& p, const unsigned int lm_block, "
+         "const unsigned int lm_grid) {\n  lm_kernel_entry();\n";
+}
+
+std::string KernelWriter::entry_point() const {
   return str_cat("extern \"C\" __global__ void ", launch_bounds(),
-                 " LM_KERNEL(const LM_KERNEL_params p) {\n  lm_kernel_entry();\n");
+                 " LM_KERNEL(const LM_KERNEL_params p) { LM_KERNEL_run(p, blockIdx.x, gridDim.x); }\n");
+}
+
+void KernelWriter::finish_node_kernel(Kernel& kernel, const std::string& text) const {
+  name_and_finish(kernel, text + entry_point());
+  // A piece's blocks are told apart by blockIdx.y, which a grouped launch (one-dimensional) lacks.
+  if (kernel.grid_y == 1) kernel.group_entry = kernel.name + "_run";
 }
 
 std::string KernelWriter::lanes_combine(const Combine& c) {
@@ -367,11 +381,11 @@ std::string KernelWriter::reduce_body() {
   out << "  const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(node_.shape), {})) << ";\n";
   if (warp) {
     out << "  const int lm_lane = threadIdx.x & 31;\n";
-    out << "  const lm_i64 lm_first = ((lm_i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;\n";
-    out << "  const lm_i64 lm_step = ((lm_i64)gridDim.x * blockDim.x) >> 5;\n";
+    out << "  const lm_i64 lm_first = ((lm_i64)lm_block * blockDim.x + threadIdx.x) >> 5;\n";
+    out << "  const lm_i64 lm_step = ((lm_i64)lm_grid * blockDim.x) >> 5;\n";
   } else {
-    out << "  const lm_i64 lm_first = (lm_i64)blockIdx.x * blockDim.x + threadIdx.x;\n";
-    out << "  const lm_i64 lm_step = (lm_i64)gridDim.x * blockDim.x;\n";
+    out << "  const lm_i64 lm_first = (lm_i64)lm_block * blockDim.x + threadIdx.x;\n";
+    out << "  const lm_i64 lm_step = (lm_i64)lm_grid * blockDim.x;\n";
   }
   out << "  for (lm_i64 lm_flat = lm_first; lm_flat < lm_n; lm_flat += lm_step) {\n";
   out << "    bool lm_ok = true; (void)lm_ok;\n";

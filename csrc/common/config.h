@@ -68,6 +68,8 @@ struct Config {
   bool programmatic_launch = true;
   // LUMINAL_GEMV_GROUP (false: "0"): consecutive generated GEMVs of one activation (q, k, v) share a launch.
   bool group_gemvs = true;
+  // LUMINAL_KERNEL_GROUP (false: "0"): consecutive independent generated kernels share a launch.
+  bool group_kernels = true;
   CudnnChoice convolution = CudnnChoice::Measured;  // LUMINAL_CONVOLUTION
   CudnnChoice attention = CudnnChoice::Measured;    // LUMINAL_ATTENTION
   GemvChoice gemv = GemvChoice::Measured;  // LUMINAL_GEMV

@@ -73,7 +73,11 @@ TEST(CudaProgram, StepsOwnTheirKernelsInModuleOrder) {
     }
   }
   EXPECT_TRUE(saw_scatter && saw_matmul);
-  EXPECT_EQ(next_kernel, program.kernels.size());
+  // After the steps' kernels: one per group of steps that share a launch (the scatter and the
+  // weight's kernel: independent, consecutive).
+  ASSERT_EQ(program.kernel_groups.size(), 1u);
+  EXPECT_EQ(program.kernel_groups[0].kernel, static_cast<int>(next_kernel));
+  EXPECT_EQ(next_kernel + 1, program.kernels.size());
   ASSERT_EQ(program.plan.views.size(), 1u);  // the transpose is read by strides
   EXPECT_EQ(program.buffers.placement[program.plan.views[0]], runtime::Placement::VirtualView);
   // Check labels are indexed per kernel and name the node they belong to (the scatter's index check).

@@ -13,6 +13,7 @@
 #include "passes/passes.h"
 #include "runtime/cuda/cudnn_steps.h"
 #include "runtime/cuda/gemv.h"
+#include "runtime/cuda/launch_groups.h"
 #include "runtime/cuda/standalone_kernel.h"
 #include "runtime/cuda/timing.h"
 
@@ -138,6 +139,7 @@ class InstanceBuilder {
       if (kernels.copy_kernel >= 0 && buffers_.memory_of[step.node] == step.node) add_launch(s, kernels.copy_kernel);
       add_launch(s, kernels.kernel);
     }
+    if (config()->group_kernels) in_.grouped_kernels = group_launches(program_, in_);
     choose_cudnn_steps();
     create_library_calls();
     record_graph();

@@ -1,5 +1,7 @@
 #include "runtime/cuda/program.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "passes/passes.h"
 #include "passes/stage_library_operands.h"
@@ -60,6 +62,80 @@ void generate_kernels(CudaProgram& program) {
   }
 }
 
+// What a step's kernel may write: its node, a scatter's base (whose memory it may update in
+// place), and the inputs the node's outputs update in place.
+std::vector<NodeId> written_by(const ir::Graph& g, const Node& node) {
+  std::vector<NodeId> written{node.id};
+  if (node.kind == NodeKind::Scatter) written.push_back(node.inputs.at(0));
+  for (const ir::GraphOutput& out : g.outputs) {
+    if (out.kind == ir::GraphOutput::Kind::Tensor && out.node == node.id && out.mutated_input >= 0) {
+      written.push_back(g.inputs.at(out.mutated_input));
+    }
+  }
+  return written;
+}
+
+// What it reads: its inputs, and the memory of those that are views.
+std::vector<NodeId> read_by(const ir::Graph& g, const Node& node) {
+  std::vector<NodeId> read;
+  for (const NodeId input : node.inputs) {
+    read.push_back(input);
+    read.push_back(passes::affine_view_base(g, input));
+  }
+  return read;
+}
+
+bool shares_any(const std::vector<NodeId>& a, const std::vector<NodeId>& b) {
+  return std::any_of(a.begin(), a.end(), [&](NodeId x) { return std::find(b.begin(), b.end(), x) != b.end(); });
+}
+
+// Whether step `s`'s kernel may join the steps `members` in one launch: a node kernel with a
+// device function, of their block size, that reads nothing they write and writes nothing they
+// read or write (their order in the launch is not kept), within the parameter limits.
+bool joins_group(const CudaProgram& program, const std::vector<size_t>& members, size_t s, size_t& param_bytes) {
+  const schedule::Step& step = program.plan.steps[s];
+  if (step.kind != StepKind::Kernel && step.kind != StepKind::Scatter) return false;
+  const codegen::Kernel& kernel = program.kernels.at(program.step_kernels[s].kernel);
+  if (kernel.group_entry.empty()) return false;
+  const size_t bytes = 8 * (kernel.params.size() + 1);  // its fields and its block count
+  if (members.size() >= kMaxGroupMembers || param_bytes + bytes > kMaxGroupParamBytes) return false;
+  const ir::Graph& g = *program.graph;
+  const Node& node = g.node(step.node);
+  const std::vector<NodeId> reads = read_by(g, node), writes = written_by(g, node);
+  for (const size_t m : members) {
+    const Node& other = g.node(program.plan.steps[m].node);
+    const codegen::Kernel& member = program.kernels.at(program.step_kernels[m].kernel);
+    const std::vector<NodeId> other_writes = written_by(g, other);
+    if (member.block_size != kernel.block_size || shares_any(reads, other_writes) ||
+        shares_any(writes, other_writes) || shares_any(writes, read_by(g, other))) {
+      return false;
+    }
+  }
+  param_bytes += bytes;
+  return true;
+}
+
+// Runs of consecutive steps that may share a launch, each with its group kernel.
+void plan_kernel_groups(CudaProgram& program) {
+  const size_t count = program.plan.steps.size();
+  for (size_t s = 0; s < count;) {
+    std::vector<size_t> members;
+    size_t param_bytes = 0;
+    while (s + members.size() < count && joins_group(program, members, s + members.size(), param_bytes)) {
+      members.push_back(s + members.size());
+    }
+    if (members.size() < 2) {
+      ++s;
+      continue;
+    }
+    std::vector<int> kernels;
+    for (const size_t m : members) kernels.push_back(program.step_kernels[m].kernel);
+    program.kernels.push_back(codegen::render_kernel_group(program.kernels, kernels));
+    program.kernel_groups.push_back({s, members.size(), static_cast<int>(program.kernels.size()) - 1});
+    s += members.size();
+  }
+}
+
 void index_check_labels(CudaProgram& program) {
   std::vector<std::string> origin_of(program.kernels.size());
   for (size_t s = 0; s < program.plan.steps.size(); ++s) {
@@ -88,6 +164,7 @@ CudaProgram build_cuda_program(std::shared_ptr<const ir::Graph> graph, schedule:
   program.staging_copies = staging_copies;
   program.buffers = plan_buffers(*program.graph, program.plan);
   generate_kernels(program);
+  plan_kernel_groups(program);
   index_check_labels(program);
   program.module_source = codegen::module_source(program.kernels) + kExportErrorsKernel;
   return program;

@@ -31,12 +31,27 @@ struct CheckLabel {
   std::string origin;
 };
 
+// Consecutive steps whose kernels may share one launch (codegen::render_kernel_group): `steps`
+// steps from `first_step` on, run by kernel `kernel`. The instance takes it where each step has
+// its one launch and their memory does not overlap; otherwise each launches alone.
+struct KernelGroup {
+  size_t first_step = 0;
+  size_t steps = 0;
+  int kernel = -1;
+};
+
+// At most this many kernels share a launch (and at most kMaxGroupParamBytes of parameters: the
+// classic kernel parameter limit).
+constexpr size_t kMaxGroupMembers = 16;
+constexpr size_t kMaxGroupParamBytes = 4096;
+
 struct CudaProgram {
   std::shared_ptr<const ir::Graph> graph;
   schedule::Plan plan;
   BufferPlan buffers;                    // placement and lifetimes (shape-independent)
   std::vector<codegen::Kernel> kernels;  // in module order
   std::vector<StepKernels> step_kernels;  // per step
+  std::vector<KernelGroup> kernel_groups;  // in step order, disjoint
   // Every kernel's check labels, in kernel order; check_base[k]: the first index of kernel k's.
   std::vector<CheckLabel> check_labels;
   std::vector<int64_t> check_base;
