@@ -25,6 +25,7 @@
 #include "common/notices.h"
 #include "frontend/translate.h"
 #include "runtime/compiled.h"
+#include "runtime/input_overlap.h"
 #if LUMINAL_HAVE_CUDA
 #include "runtime/cuda/api.h"
 #include "runtime/cuda/nvrtc.h"
@@ -94,52 +95,6 @@ at::Tensor size_carrier(int64_t value) {
     throw CallInEager(str_cat("integer argument ", value, " is outside what the compiled graph takes"));
   }
   return at::empty({value + kSizeCarrierOffset, 0}, at::TensorOptions().dtype(at::kByte));
-}
-
-// The bytes a strided tensor can touch: [first, last) (empty for zero elements).
-std::pair<uintptr_t, uintptr_t> byte_extent(const at::Tensor& t) {
-  if (t.numel() == 0) return {0, 0};
-  int64_t low = 0, high = 0;  // element offsets of the lowest and highest element
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    const int64_t reach = (t.size(d) - 1) * t.stride(d);
-    (reach < 0 ? low : high) += reach;
-  }
-  const auto base = reinterpret_cast<uintptr_t>(t.data_ptr());
-  const auto item = static_cast<int64_t>(t.element_size());
-  return {base + low * item, base + (high + 1) * item};
-}
-
-// The first pair (mutated input, other input) whose memory may overlap, conservatively (by byte
-// extent: interleaved views that share no element count as overlapping). One sweep over the
-// extents sorted by start: a graph updating many inputs (KV caches) checks hundreds of them per call.
-std::optional<std::pair<size_t, size_t>> overlapping_mutated_input(const std::vector<at::Tensor>& inputs,
-                                                                   const std::vector<bool>& mutated) {
-  struct Extent {
-    at::Device device;
-    uintptr_t first, last;
-    size_t input;
-  };
-  thread_local std::vector<Extent> extents;
-  extents.clear();
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    const auto [first, last] = byte_extent(inputs[k]);
-    if (first != last) extents.push_back({inputs[k].device(), first, last, k});
-  }
-  const auto key = [](const Extent& e) { return std::make_tuple(e.device.type(), e.device.index(), e.first); };
-  std::sort(extents.begin(), extents.end(), [&](const Extent& a, const Extent& b) { return key(a) < key(b); });
-  // The furthest end among the extents already swept (of any input, and of mutated inputs).
-  const Extent* reach_any = nullptr;
-  const Extent* reach_mutated = nullptr;
-  for (const Extent& extent : extents) {
-    if (reach_any && reach_any->device != extent.device) reach_any = reach_mutated = nullptr;
-    if (mutated[extent.input] && reach_any && extent.first < reach_any->last) {
-      return std::make_pair(extent.input, reach_any->input);
-    }
-    if (reach_mutated && extent.first < reach_mutated->last) return std::make_pair(reach_mutated->input, extent.input);
-    if (!reach_any || extent.last > reach_any->last) reach_any = &extent;
-    if (mutated[extent.input] && (!reach_mutated || extent.last > reach_mutated->last)) reach_mutated = &extent;
-  }
-  return std::nullopt;
 }
 
 // Fills `view` in place (its size and stride vectors keep their capacity: no allocation per call).
@@ -239,12 +194,14 @@ at::Device call_device(const std::vector<at::Tensor>& inputs, const std::vector<
 class PyCompiledGraph {
  public:
   explicit PyCompiledGraph(std::shared_ptr<runtime::CompiledGraph> core) : core_(std::move(core)) {
-    mutated_inputs_.assign(core_->num_inputs(), false);
+    std::vector<bool> mutated(core_->num_inputs(), false);
+    bool any = false;
     for (const runtime::OutputInfo& info : core_->outputs()) {
       if (info.mutated_input < 0) continue;
-      mutated_inputs_.at(static_cast<size_t>(info.mutated_input)) = true;
-      has_mutated_inputs_ = true;
+      mutated.at(static_cast<size_t>(info.mutated_input)) = true;
+      any = true;
     }
+    if (any) overlap_ = std::make_unique<runtime::MutatedInputOverlap>(std::move(mutated));
   }
 
   // The per-call fast path for torch.compile and luminal.compile: the fixed inputs (see
@@ -326,18 +283,18 @@ class PyCompiledGraph {
   // updated in place.
   py::list run(const std::vector<at::Tensor>& inputs) const {
     const auto start = std::chrono::steady_clock::now();
-    if (has_mutated_inputs_ && inputs.size() == mutated_inputs_.size()) {  // another count: bind() raises
-      if (const auto overlap = overlapping_mutated_input(inputs, mutated_inputs_)) {
-        throw InputsOverlap(str_cat("input #", overlap->first, " is updated in place and shares memory with input #",
-                                    overlap->second, ": the compiled graph would not see the update through "
-                                    "the alias as eager does"));
-      }
-    }
     // One vector of views per thread, reused: after the first call, converting the inputs
     // allocates nothing (a DLRM passes ~100 tensors per call). Nothing below re-enters run().
     thread_local std::vector<runtime::TensorView> views;
     views.resize(inputs.size());
     for (size_t k = 0; k < inputs.size(); ++k) fill_view(views[k], inputs[k], k);
+    if (overlap_) {
+      if (const auto overlap = overlap_->find(views)) {
+        throw InputsOverlap(str_cat("input #", overlap->first, " is updated in place and shares memory with input #",
+                                    overlap->second, ": the compiled graph would not see the update through "
+                                    "the alias as eager does"));
+      }
+    }
     runtime::SymbolValues symbols;
     try {
       symbols = core_->bind(views);
@@ -397,7 +354,9 @@ class PyCompiledGraph {
       }
     }
     *copy_back_bytes_ = copied;
-    const auto microseconds = [](auto from, auto to) { return std::chrono::duration<double, std::micro>(to - from).count(); };
+    const auto microseconds = [](auto from, auto to) {
+      return std::chrono::duration<double, std::micro>(to - from).count();
+    };
     host_times_->bind = microseconds(start, bound);
     host_times_->outputs = microseconds(bound, allocated);
     host_times_->run = microseconds(allocated, ran);
@@ -531,8 +490,8 @@ class PyCompiledGraph {
   }
 
   std::shared_ptr<runtime::CompiledGraph> core_;
-  std::vector<bool> mutated_inputs_;  // by call position: does the graph update it in place?
-  bool has_mutated_inputs_ = false;
+  // Graphs that update inputs in place: the per-call check that those share no memory with others.
+  std::unique_ptr<runtime::MutatedInputOverlap> overlap_;
   static PyObject* argument_at(const py::args& args, size_t position) {
     LUMINAL_CHECK(position < args.size(), "expected at least ", position + 1, " arguments, got ", args.size());
     return PyTuple_GET_ITEM(args.ptr(), position);

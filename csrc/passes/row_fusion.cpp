@@ -2,6 +2,7 @@
 // per row: schedule::Mapping::WarpPerRow).
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <unordered_set>
 
 #include "passes/inline_helpers.h"
@@ -44,6 +45,25 @@ bool can_fuse_into_row(const Graph& graph, const Node& consumer, size_t slot, co
 
 constexpr int kMaxRowRounds = 8;     // producers of producers (a variance reads the mean): a few levels
 constexpr int kRowRecomputeOps = 8;  // arithmetic a fused row may repeat per read of a producer
+// A producer that others read too is recomputed in a fused row only when it has at most this many
+// elements (static): small enough that a launch's latency, not its memory traffic, is its cost.
+constexpr int64_t kSharedRecomputeElements = int64_t{1} << 16;
+
+// Whether a producer other nodes read too may also be recomputed in a fused row: no folds, and few
+// elements. Then the row no longer waits for the producer's kernel (a residual sum that the next
+// residual sum also reads): the two are independent, and may share a launch
+// (runtime/cuda/program.h, KernelGroup), at the price of reading the producer's inputs twice.
+bool recomputable_for_row(const Node& producer) {
+  if (ir::contains_op(producer.body, ExprOp::Fold)) return false;
+  int64_t elements = 1;
+  for (const Expr& dim : producer.shape) {
+    const std::optional<int64_t> extent = ir::as_int_const(dim);
+    if (!extent || *extent > kSharedRecomputeElements) return false;
+    elements *= *extent;
+    if (elements > kSharedRecomputeElements) return false;
+  }
+  return true;
+}
 
 // A fused row: a pointwise node with folds, none of which reads the innermost loop variable (so
 // the kernel computes each of them once per row: schedule::Mapping::WarpPerRow).
@@ -127,14 +147,19 @@ int ops_outside_folds(const Expr& body) {
 }
 
 // Inlines, into the fused row `consumer`, each producer it alone reads that is cheap outside its
-// folds, where each read takes a new element per evaluation and the row stays fused (every fold
-// still computed once per row). Returns whether anything was inlined.
-bool inline_cheap_producers(Graph& graph, Node& consumer, const std::vector<int>& uses) {
+// folds (or that others read too, when recomputable_for_row), where each read takes a new element
+// per evaluation and the row stays fused (every fold still computed once per row). Returns whether
+// anything was inlined.
+// Shared producers only where `share` says so, and only among the row's reads before this call
+// (never the producers of an inlined one: a chain of residual sums would pile up in the row).
+bool inline_cheap_producers(Graph& graph, Node& consumer, const std::vector<int>& uses, bool share) {
   bool changed = false;
+  const size_t reads_before = consumer.inputs.size();
   for (size_t slot = 0; slot < consumer.inputs.size(); ++slot) {
     const Node& producer = graph.node(consumer.inputs[slot]);
     if (producer.kind != NodeKind::Pointwise || producer.contraction != ir::Contraction::None) continue;
-    if (uses[producer.id] != 1 || ops_outside_folds(producer.body) > kRowRecomputeOps) continue;
+    if (ops_outside_folds(producer.body) > kRowRecomputeOps) continue;
+    if (uses[producer.id] != 1 && !(share && slot < reads_before && recomputable_for_row(producer))) continue;
     if (!read_once_per_evaluation(consumer, slot)) continue;
     if (ir::contains_op(producer.body, ExprOp::Fold) && !folds_stay_per_row(consumer, slot, producer)) continue;
     const Node before = consumer;
@@ -172,7 +197,9 @@ Graph fuse_row_broadcasts(Graph graph, const OptimizeOptions& options) {
     const std::vector<int> uses = graph.use_counts();
     bool changed = false;
     for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
-      if (is_fused_row(graph.node(id))) changed = inline_cheap_producers(graph, graph.node(id), uses) || changed;
+      if (is_fused_row(graph.node(id))) {
+        changed = inline_cheap_producers(graph, graph.node(id), uses, /*share=*/round == 0) || changed;
+      }
     }
     if (!changed) break;
     graph = eliminate_dead_code(graph);

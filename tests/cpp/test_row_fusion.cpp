@@ -4,6 +4,7 @@
 // matmul read through a view (passes::fuse_matmul_epilogues).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -123,6 +124,48 @@ TEST(RowFusion, LayerNormOfASumBecomesOneRowNodeWithTheSameValues) {
     EXPECT_NEAR(squares / 45, 1.0, 1e-3);
   }
 }
+
+// RMSNorm of a residual sum that a later residual sum also reads (a decoder layer): the fused row
+// recomputes the small sum from its inputs instead of waiting for it, and the sum stays a node of
+// its own for the other reader. The outputs are bit-identical.
+NodeId rms_norm_of(GraphFixture& f, NodeId x, int64_t cols) {
+  const NodeId square = binary(f, x, x, ExprOp::Mul);
+  const NodeId mean = row_mean(f, square, 1.0 / static_cast<double>(cols));
+  const auto rsqrt = [](const std::vector<Expr>& v) {
+    return ir::unary(ExprOp::Rsqrt, ir::add(v[0], ir::float_const(1e-6, DType::F32)));
+  };
+  const NodeId rstd = f.b().elementwise({frontend::Operand::of(mean)}, DType::F32, DType::F32, rsqrt);
+  return binary(f, x, rstd, ExprOp::Mul);
+}
+
+void check_residual_norm(int64_t rows, int64_t cols, bool recomputed) {
+  GraphFixture f;
+  const NodeId a = f.input(DType::F32, {int_const(rows), int_const(cols)});
+  const NodeId b = f.input(DType::F32, {int_const(rows), int_const(cols)});
+  const NodeId c = f.input(DType::F32, {int_const(rows), int_const(cols)});
+  const NodeId sum = binary(f, a, b, ExprOp::Add);
+  f.output(rms_norm_of(f, sum, cols));
+  f.output(binary(f, sum, c, ExprOp::Add));  // the next residual sum reads it too
+  const ir::Graph optimized = passes::optimize(f.graph());
+  const ir::Graph fused = passes::fuse_row_broadcasts(optimized);
+  const ir::Node& row = fused.node(fused.outputs[0].node);
+  ASSERT_TRUE(ir::contains_op(row.body, ExprOp::Fold)) << fused.to_string();
+  const ir::Node& next = fused.node(fused.outputs[1].node);
+  // The sum node the next residual sum reads: kept in both cases.
+  NodeId kept = -1;
+  for (const NodeId input : next.inputs) kept = fused.node(input).kind == ir::NodeKind::Pointwise ? input : kept;
+  ASSERT_GE(kept, 0) << fused.to_string();
+  const bool row_reads_sum = std::find(row.inputs.begin(), row.inputs.end(), kept) != row.inputs.end();
+  EXPECT_EQ(row_reads_sum, !recomputed) << fused.to_string();
+  const std::vector<Host> inputs = random_inputs(fused, 5);
+  const std::vector<Host> expected = run(optimized, inputs), got = run(fused, inputs);
+  for (size_t k = 0; k < 2; ++k) EXPECT_EQ(got[k].bytes, expected[k].bytes);
+}
+
+TEST(RowFusion, ASmallSharedResidualSumIsRecomputedInTheNormRow) { check_residual_norm(1, 2048, true); }
+
+// Past 65536 elements the row reads the sum: recomputing it would read its inputs twice.
+TEST(RowFusion, ALargeSharedResidualSumIsReadByTheNormRow) { check_residual_norm(64, 2048, false); }
 
 TEST(RowFusion, RowCodeComputesTheFoldsOncePerRowAndCompiles) {
   GraphFixture f;

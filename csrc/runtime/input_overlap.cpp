@@ -1,0 +1,82 @@
+#include "runtime/input_overlap.h"
+
+#include <algorithm>
+
+#include "common/dtype.h"
+
+namespace luminal::runtime {
+
+namespace {
+
+// The bytes a strided view can touch: [first, last) (empty for zero elements).
+std::pair<uintptr_t, uintptr_t> byte_extent(const TensorView& view) {
+  int64_t low = 0, high = 0;  // element offsets of the lowest and highest element
+  for (size_t d = 0; d < view.sizes.size(); ++d) {
+    if (view.sizes[d] == 0) return {0, 0};
+    const int64_t reach = (view.sizes[d] - 1) * view.strides.at(d);
+    (reach < 0 ? low : high) += reach;
+  }
+  const auto base = reinterpret_cast<uintptr_t>(view.data);
+  const auto item = static_cast<int64_t>(dtype_size(view.dtype));
+  return {base + low * item, base + (high + 1) * item};
+}
+
+}  // namespace
+
+bool MutatedInputOverlap::Extent::before(const Extent& other) const {
+  if (device_type != other.device_type) return device_type < other.device_type;
+  if (device_index != other.device_index) return device_index < other.device_index;
+  return first < other.first;
+}
+
+// Insertion sort from the last call's order: linear when few inputs moved. One that moves far
+// (another graph's order, the first call) switches to std::sort.
+void MutatedInputOverlap::sort_extents(std::vector<Extent>& extents) const {
+  const size_t budget = 8 * extents.size() + 64;
+  size_t moves = 0;
+  for (size_t i = 1; i < extents.size() && moves <= budget; ++i) {
+    const Extent moving = extents[i];
+    size_t j = i;
+    for (; j > 0 && moving.before(extents[j - 1]) && moves <= budget; --j, ++moves) extents[j] = extents[j - 1];
+    extents[j] = moving;
+  }
+  if (moves > budget) {
+    std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) { return a.before(b); });
+  }
+}
+
+std::optional<std::pair<size_t, size_t>> MutatedInputOverlap::find(const std::vector<TensorView>& inputs) const {
+  if (inputs.size() != mutated_.size()) return std::nullopt;  // another count: binding raises
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (last_order_.size() != inputs.size()) {
+    last_order_.resize(inputs.size());
+    for (size_t k = 0; k < inputs.size(); ++k) last_order_[k] = k;
+  }
+  thread_local std::vector<Extent> extents;
+  extents.clear();
+  for (const size_t k : last_order_) {
+    const auto [first, last] = byte_extent(inputs[k]);
+    const Device& device = inputs[k].device;
+    extents.push_back({static_cast<int>(device.type), device.index, first, last, k});
+  }
+  sort_extents(extents);
+  for (size_t i = 0; i < extents.size(); ++i) last_order_[i] = extents[i].input;
+  // One sweep: the furthest end among the extents already swept (of any input, and of mutated ones).
+  const Extent* reach_any = nullptr;
+  const Extent* reach_mutated = nullptr;
+  for (const Extent& extent : extents) {
+    if (extent.first == extent.last) continue;  // no elements
+    if (reach_any && (reach_any->device_type != extent.device_type || reach_any->device_index != extent.device_index)) {
+      reach_any = reach_mutated = nullptr;
+    }
+    if (mutated_[extent.input] && reach_any && extent.first < reach_any->last) {
+      return std::make_pair(extent.input, reach_any->input);
+    }
+    if (reach_mutated && extent.first < reach_mutated->last) return std::make_pair(reach_mutated->input, extent.input);
+    if (!reach_any || extent.last > reach_any->last) reach_any = &extent;
+    if (mutated_[extent.input] && (!reach_mutated || extent.last > reach_mutated->last)) reach_mutated = &extent;
+  }
+  return std::nullopt;
+}
+
+}  // namespace luminal::runtime
