@@ -314,7 +314,7 @@ class PyCompiledGraph {
       if (!infos[k].is_tensor) continue;
       const std::vector<int64_t>& shape = (*shapes)[k];
       if (infos[k].in_place && writable_in_place(inputs, infos[k], shape, device)) {
-        tensors[k] = inputs[infos[k].mutated_input];  // the scatter updates the input's own memory
+        tensors[k] = inputs[infos[k].mutated_input];  // the graph updates the input in its own memory
         out_views[k] = views[infos[k].mutated_input];
         written_in_place[k] = true;
         continue;
