@@ -404,6 +404,7 @@ class PyCompiledGraph {
       c["programmatic_edges"] = s.cuda.programmatic_edges;
       c["grouped_gemvs"] = s.cuda.grouped_gemvs;
       c["grouped_kernels"] = s.cuda.grouped_kernels;
+      c["swiglu_pairs"] = s.cuda.swiglu_pairs;
       c["launches_per_call"] = s.cuda.launches_per_call;
       c["staging_copies"] = s.cuda.staging_copies;
       c["host_syncs"] = s.cuda.host_syncs;

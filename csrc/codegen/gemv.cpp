@@ -69,7 +69,7 @@ void write_single_entry(std::ostringstream& out, const GemvConfig& c) {
       << "    lm_i64 a_batch, lm_i64 a_row, lm_i64 a_col, lm_i64 b_batch, lm_i64 b_row, lm_i64 b_col,\n"
       << "    lm_i64 activation, lm_i64 vector, lm_i64 early_weights) {\n"
       << "  lm_gemv<" << c.outputs_per_warp << ", " << c.split_k << ", " << c.warps_on_outputs << ", " << c.unroll
-      << ">(a, b, bias, out, n, k, a_batch, a_row, a_col, b_batch, b_row, b_col, activation, vector, "
+      << ">(a, b, nullptr, bias, out, n, k, a_batch, a_row, a_col, b_batch, b_row, b_col, activation, vector, "
       << "early_weights, blockIdx.x);\n}\n";
 }
 
@@ -90,7 +90,23 @@ void write_group_entry(std::ostringstream& out, const GemvConfig& c) {
       << c.unroll << ">(a, k, a_row, early_weights, members);\n}\n";
 }
 
+// One configuration's paired entry point (a SwiGLU's gate and up products, gemv.cuh's PAIR): a
+// warp takes the configuration's outputs of both, so that a block covers as many outputs as alone.
+void write_pair_entry(std::ostringstream& out, const GemvConfig& c) {
+  out << "extern \"C\" __global__ void __launch_bounds__(" << c.threads() << ") " << c.pair_kernel_name()
+      << "(const lm_gemv_t* a, const lm_gemv_t* gate, const lm_gemv_t* up, lm_gemv_t* out, lm_i64 n, lm_i64 k,\n"
+      << "    lm_i64 a_row, lm_i64 b_col, lm_i64 early_weights) {\n"
+      << "  lm_gemv<" << 2 * c.outputs_per_warp << ", " << c.split_k << ", " << c.warps_on_outputs << ", " << c.unroll
+      << ", true>(a, gate, up, nullptr, out, n, k, 0, a_row, 1, 0, 1, b_col, 0, 1, early_weights, blockIdx.x);\n}\n";
+}
+
 }  // namespace
+
+bool pair_supported(const GemvConfig& config, int64_t rows) { return rows * 2 * config.outputs_per_warp <= 32; }
+
+std::string GemvConfig::pair_kernel_name() const {
+  return str_cat("lm_gemv_pair_n", outputs_per_warp, "_k", split_k, "_w", warps_on_outputs, "_u", unroll);
+}
 
 std::string gemv_module_source(DType dtype, int64_t rows) {
   LUMINAL_CHECK(gemv_supported(dtype, rows), "internal error: no generated GEMV for ", dtype_name(dtype), " with ",
@@ -99,6 +115,7 @@ std::string gemv_module_source(DType dtype, int64_t rows) {
   for (const GemvConfig& c : gemv_configs(rows)) {
     write_single_entry(entries, c);
     write_group_entry(entries, c);
+    if (pair_supported(c, rows)) write_pair_entry(entries, c);
   }
   const int dtype_code = dtype == DType::F32 ? 0 : dtype == DType::F16 ? 1 : 2;
   return str_cat(prelude(), "\n#define LM_GEMV_M ", rows, "\n#define LM_GEMV_DTYPE ", dtype_code, "\n",

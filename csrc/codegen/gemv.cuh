@@ -11,13 +11,20 @@
 // host: both operands k-contiguous, 16-byte aligned rows, K a multiple of the vector width) selects
 // the vector loop; otherwise every element is read by its strides (any layout, slower).
 //
+// A paired launch (PAIR) multiplies a by two weight matrices of one shape, a SwiGLU's gate (b) and
+// up (b2) projections: each warp's NPW columns are NPW / 2 outputs of both, and the epilogue stores
+// round(round(silu(round(g))) * round(u)) per output, the values the pointwise kernel after the two
+// products would store from theirs (runtime/cuda/instance.cpp then records neither that kernel nor
+// the products' own outputs).
+//
 // A grouped launch runs several products that multiply the same a (a layer's q, k and v
 // projections, or its gate and up projections): one kernel instead of one per weight, its blocks
 // walking the members' outputs one member after another (`block`: the block's index within its
 // member). The members' weights are read exactly as they would be alone.
 //
 // codegen/gemv.cpp defines LM_GEMV_M (rows) and LM_GEMV_DTYPE (0: f32, 1: f16, 2: bf16) before this
-// text and appends the entry points (one per configuration, alone and grouped). tests/cpp/test_gemv.cpp runs the same text on the host
+// text and appends the entry points (one per configuration: alone, grouped and paired).
+// tests/cpp/test_gemv_emulated.cpp runs the same text on the host
 // (LM_GEMV_HOST_TEST: the streaming load becomes a copy) with threads standing in for lanes.
 #if LM_GEMV_DTYPE == 0
 typedef float lm_gemv_t;
@@ -34,6 +41,16 @@ __device__ __forceinline__ lm_gemv_t lm_gemv_from_float(float v) { return lm_f2b
 #endif
 
 constexpr int kGemvVector = 16 / (int)sizeof(lm_gemv_t);  // elements per 16-byte load
+
+// A value stored in the dtype and read back (f32: itself).
+__device__ __forceinline__ float lm_gemv_round(float v) { return lm_gemv_to_float(lm_gemv_from_float(v)); }
+
+// A SwiGLU's value from its stored gate and up values: silu(g) = g / (1 + exp(-g)) in f32, stored,
+// times u, stored (codegen's kernel for mul(dtype(silu(f32(g))), u) computes exactly these steps).
+__device__ __forceinline__ float lm_gemv_glu(float g, float u) {
+  const float silu = g / (1.0f + expf(-g));
+  return lm_gemv_round(lm_gemv_round(silu) * u);
+}
 
 // A weight vector: read once, so not kept in L1 (where a's rows stay).
 __device__ __forceinline__ lm_vec16 lm_gemv_stream(const lm_gemv_t* p) {
@@ -83,25 +100,32 @@ __device__ __forceinline__ void lm_gemv_load_weights(lm_vec16 (&w)[U][NPW], cons
   }
 }
 
-template <int NPW, int WK, int WN, int U>
+template <int NPW, int WK, int WN, int U, bool PAIR = false>
 __device__ __forceinline__ void lm_gemv(const lm_gemv_t* __restrict__ a, const lm_gemv_t* __restrict__ b,
+                                        const lm_gemv_t* __restrict__ b2,
                                         const lm_gemv_t* __restrict__ bias, lm_gemv_t* __restrict__ out, lm_i64 n,
                                         lm_i64 k, lm_i64 a_batch, lm_i64 a_row, lm_i64 a_col, lm_i64 b_batch,
                                         lm_i64 b_row, lm_i64 b_col, lm_i64 activation, lm_i64 vector,
                                         lm_i64 early_weights, lm_i64 block) {
   constexpr int M = LM_GEMV_M;
   static_assert(M * NPW <= 32, "one lane per output value in the epilogue");
+  static_assert(!PAIR || NPW % 2 == 0, "a paired warp's columns are outputs of both matrices");
+  constexpr int OUTS = PAIR ? NPW / 2 : NPW;  // outputs per warp
   const int lane = (int)(threadIdx.x & 31u), warp = (int)(threadIdx.x >> 5);
   const int wn = warp % WN, wk = warp / WN;
   const lm_i64 batch = blockIdx.y;
   a += batch * a_batch;
   b += batch * b_batch;
   out += batch * (lm_i64)M * n;
-  const lm_i64 first = (block * WN + wn) * NPW;
-  // Outputs past n read the last column (valid memory) and are not written.
+  const lm_i64 first = (block * WN + wn) * OUTS;
+  // Outputs past n read the last column (valid memory) and are not written. Paired: column j is
+  // output first + j % OUTS of b (j < OUTS) or of b2.
   const lm_gemv_t* column[NPW];
 #pragma unroll
-  for (int j = 0; j < NPW; ++j) column[j] = b + (first + j < n ? first + j : n - 1) * b_col;
+  for (int j = 0; j < NPW; ++j) {
+    const lm_i64 output = first + j % OUTS;
+    column[j] = (PAIR && j >= OUTS ? b2 : b) + (output < n ? output : n - 1) * b_col;
+  }
   float acc[M][NPW];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
@@ -196,10 +220,17 @@ __device__ __forceinline__ void lm_gemv(const lm_gemv_t* __restrict__ a, const l
       for (int w = 1; w < WK; ++w) total += partial[w][wn][lane];
     }
   }
-  if (lane >= M * NPW) return;
+  // Paired: the lane of b's value gets the lane's of b2 for the same row and output (every lane of
+  // the warp takes part).
+  const float paired = PAIR ? __shfl_down_sync(0xffffffffu, total, OUTS) : 0.0f;
+  if (lane >= M * NPW || lane % NPW >= OUTS) return;
   const int m = lane / NPW;
   const lm_i64 output = first + lane % NPW;
   if (output >= n) return;
+  if (PAIR) {
+    out[m * n + output] = lm_gemv_from_float(lm_gemv_glu(lm_gemv_round(total), lm_gemv_round(paired)));
+    return;
+  }
   if (bias) {
     // cuBLASLt's epilogue: bias and activation in f32, one rounding.
     total += lm_gemv_to_float(bias[output]);
@@ -226,8 +257,8 @@ __device__ __forceinline__ void lm_gemv_group(const lm_gemv_t* __restrict__ a, l
 #pragma unroll
   for (int i = 0; i < G; ++i) {
     if (block < members[i].blocks) {
-      lm_gemv<NPW, WK, WN, U>(a, members[i].b, nullptr, members[i].out, members[i].n, k, 0, a_row, 1, 0, 1,
-                              members[i].b_col, 0, 1, early_weights, block);
+      lm_gemv<NPW, WK, WN, U>(a, members[i].b, nullptr, nullptr, members[i].out, members[i].n, k, 0, a_row, 1, 0,
+                              1, members[i].b_col, 0, 1, early_weights, block);
       return;
     }
     block -= members[i].blocks;

@@ -32,6 +32,8 @@ struct GemvConfig {
   // The kernel's entry point in the module, and the grouped one's.
   std::string kernel_name() const;
   std::string group_kernel_name() const;
+  // The paired entry point (a SwiGLU's gate and up products; pair_supported).
+  std::string pair_kernel_name() const;
   bool operator==(const GemvConfig& other) const;
 };
 
@@ -42,6 +44,9 @@ std::vector<GemvConfig> gemv_configs(int64_t rows);
 // The configuration `name` names (GemvConfig::name()), if it is one of gemv_configs(rows).
 std::optional<GemvConfig> parse_gemv_config(const std::string& name, int64_t rows);
 
+// Whether `config` has a paired entry point for `rows` rows: its warps take twice the columns.
+bool pair_supported(const GemvConfig& config, int64_t rows);
+
 // Whether the kernel exists for this dtype and row count (f32, f16, bf16; 1..kGemvMaxRows rows).
 bool gemv_supported(DType dtype, int64_t rows);
 
@@ -49,7 +54,9 @@ bool gemv_supported(DType dtype, int64_t rows);
 // single product's take (a, b, bias, out, n, k, a batch/row/col strides, b batch/row/col strides,
 // activation 0 none / 1 relu / 2 gelu tanh, vector 0/1, early_weights 0/1); the grouped one's take
 // (a, k, a's row stride, early_weights, then per member of kGemvMaxGroup: b, out, n, b's column
-// stride, blocks), for vector loads without epilogue. Pointers and long longs.
+// stride, blocks), for vector loads without epilogue; the paired one's (pair_supported) take (a,
+// gate, up, out, n, k, a's row stride, the weights' column stride, early_weights) and store
+// a SwiGLU's values (vector loads, one batch). Pointers and long longs.
 std::string gemv_module_source(DType dtype, int64_t rows);
 
 // Elements per 16-byte vector of `dtype`.

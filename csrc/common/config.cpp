@@ -79,6 +79,7 @@ Config read_config(const char* (*lookup)(const char* name)) {
   c.programmatic_launch = search_enabled(lookup("LUMINAL_PDL"));  // on unless "0" (or "")
   c.group_gemvs = search_enabled(lookup("LUMINAL_GEMV_GROUP"));   // on unless "0" (or "")
   c.group_kernels = search_enabled(lookup("LUMINAL_KERNEL_GROUP"));  // on unless "0" (or "")
+  c.fuse_swiglu = search_enabled(lookup("LUMINAL_GEMV_GLU"));        // on unless "0" (or "")
   c.convolution = cudnn_choice(lookup("LUMINAL_CONVOLUTION"));
   c.attention = cudnn_choice(lookup("LUMINAL_ATTENTION"));
   read_gemv_choice(lookup("LUMINAL_GEMV"), c);

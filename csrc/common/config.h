@@ -70,6 +70,8 @@ struct Config {
   bool group_gemvs = true;
   // LUMINAL_KERNEL_GROUP (false: "0"): consecutive independent generated kernels share a launch.
   bool group_kernels = true;
+  // LUMINAL_GEMV_GLU (false: "0"): a SwiGLU's gate and up products store its values (one launch).
+  bool fuse_swiglu = true;
   CudnnChoice convolution = CudnnChoice::Measured;  // LUMINAL_CONVOLUTION
   CudnnChoice attention = CudnnChoice::Measured;    // LUMINAL_ATTENTION
   GemvChoice gemv = GemvChoice::Measured;  // LUMINAL_GEMV

@@ -70,7 +70,12 @@ TEST(Gemv, ModuleNamesEveryConfiguration) {
   for (const codegen::GemvConfig& config : codegen::gemv_configs(2)) {
     EXPECT_NE(source.find(config.kernel_name() + "("), std::string::npos) << config.name();
     EXPECT_NE(source.find(config.group_kernel_name() + "("), std::string::npos) << config.name();
+    EXPECT_EQ(source.find(config.pair_kernel_name() + "(") != std::string::npos, codegen::pair_supported(config, 2))
+        << config.name();
   }
+  const std::string eight = codegen::gemv_module_source(DType::BF16, 8);  // 8 rows x 2 x 4 outputs: no pair
+  EXPECT_EQ(eight.find(codegen::GemvConfig{4, 1, 2, 2}.pair_kernel_name() + "("), std::string::npos);
+  EXPECT_NE(eight.find(codegen::GemvConfig{2, 1, 4, 4}.pair_kernel_name() + "("), std::string::npos);
 }
 
 #ifdef LUMINAL_HAVE_CUDA
@@ -151,6 +156,9 @@ TEST(Gemv, ModulesCompileWithNvrtc) {
           try {
             EXPECT_GT(cuda::StandaloneKernel::check_compiles(source, config.kernel_name(), arch), 0u);
             EXPECT_GT(cuda::StandaloneKernel::check_compiles(source, config.group_kernel_name(), arch), 0u);
+            if (codegen::pair_supported(config, rows)) {
+              EXPECT_GT(cuda::StandaloneKernel::check_compiles(source, config.pair_kernel_name(), arch), 0u);
+            }
           } catch (const Error& error) {
             ADD_FAILURE() << dtype_name(dtype) << " rows " << rows << " " << arch << ": " << error.what();
             return;

@@ -101,6 +101,16 @@ float __shfl_xor_sync(unsigned, float value, int offset) {
   return other;
 }
 
+float __shfl_down_sync(unsigned, float value, int delta) {
+  const unsigned t = threadIdx.x;
+  shuffle_slots[t] = value;
+  EmulatedBlock::wait();
+  const unsigned lane = t & 31u, from = lane + static_cast<unsigned>(delta);
+  const float other = from < 32 ? shuffle_slots[(t & ~31u) | from] : value;
+  EmulatedBlock::wait();
+  return other;
+}
+
 float __uint_as_float(unsigned bits) {
   float f = 0;
   std::memcpy(&f, &bits, sizeof f);
@@ -132,8 +142,14 @@ unsigned short lm_f2h(float f) { return luminal::float_to_half_bits(f); }
     template <int NPW, int WK, int WN, int U>                                                                  \
     static void thread(const T* a, const T* b, const T* bias, T* out, lm_i64 n, lm_i64 k, const lm_i64* s,     \
                        lm_i64 activation, lm_i64 vector, lm_i64 early_weights) {                               \
-      lm_gemv<NPW, WK, WN, U>(a, b, bias, out, n, k, s[0], s[1], s[2], s[3], s[4], s[5], activation, vector,  \
-                              early_weights, blockIdx.x);                                                      \
+      lm_gemv<NPW, WK, WN, U>(a, b, nullptr, bias, out, n, k, s[0], s[1], s[2], s[3], s[4], s[5], activation, \
+                              vector, early_weights, blockIdx.x);                                              \
+    }                                                                                                          \
+    template <int NPW, int WK, int WN, int U>                                                                  \
+    static void pair_thread(const T* a, const T* gate, const T* up, T* out, lm_i64 n, lm_i64 k, lm_i64 a_row,  \
+                            lm_i64 b_col, lm_i64 early_weights) {                                              \
+      lm_gemv<2 * NPW, WK, WN, U, true>(a, gate, up, nullptr, out, n, k, 0, a_row, 1, 0, 1, b_col, 0, 1,      \
+                                        early_weights, blockIdx.x);                                            \
     }                                                                                                          \
   };
 
@@ -293,6 +309,70 @@ int check_problems(std::mt19937& rng) {
   return vectorized;
 }
 
+// The paired launch of configuration <NPW, WK, WN, U> (a SwiGLU's gate and up products, vector
+// loads): out = round(round(silu(round(a @ gate))) * round(a @ up)) against a double reference of
+// the products (a product's last bit may round either way: the tolerance allows for it).
+template <typename K, int NPW, int WK, int WN, int U>
+void run_pair(int64_t n, int64_t k, std::mt19937& rng) {
+  using T = typename K::T;
+  constexpr int M = K::rows;
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<T> a(static_cast<size_t>(M * k)), gate(static_cast<size_t>(n * k)), up(gate.size());
+  std::vector<T> out(static_cast<size_t>(M * n) + 64);
+  for (T& v : a) v = K::from_float(uniform(rng));
+  for (T& v : gate) v = K::from_float(uniform(rng));
+  for (T& v : up) v = K::from_float(uniform(rng));
+  for (T& v : out) v = K::from_float(NAN);
+  const int threads = 32 * WK * WN;
+  const int64_t blocks = (n + NPW * WN - 1) / (NPW * WN);
+  EmulatedBlock block;
+  for (int64_t x = 0; x < blocks; ++x) {
+    block.run(threads, [&](int) {
+      blockIdx.x = static_cast<unsigned>(x);
+      blockIdx.y = 0;
+      K::template pair_thread<NPW, WK, WN, U>(a.data(), gate.data(), up.data(), out.data(), n, k, k, k, n % 2);
+    });
+  }
+  for (size_t g = static_cast<size_t>(M * n); g < out.size(); ++g) EXPECT_TRUE(std::isnan(K::to_float(out[g])));
+  const double rounding = K::dtype == 0 ? 0x1p-23 : K::dtype == 1 ? 0x1p-10 : 0x1p-7;
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double g = 0, u = 0;
+      for (int64_t q = 0; q < k; ++q) {
+        const double x = K::to_float(a[static_cast<size_t>(i * k + q)]);
+        g += x * K::to_float(gate[static_cast<size_t>(j * k + q)]);
+        u += x * K::to_float(up[static_cast<size_t>(j * k + q)]);
+      }
+      const float gs = K::to_float(K::from_float(static_cast<float>(g)));
+      const float us = K::to_float(K::from_float(static_cast<float>(u)));
+      const float silu = K::to_float(K::from_float(gs / (1.0f + std::exp(-gs))));
+      const double expected = K::to_float(K::from_float(silu * us));
+      const double actual = K::to_float(out[static_cast<size_t>(i * n + j)]);
+      const double tolerance = 4 * rounding * (std::fabs(u) * (std::fabs(g) + 1) + std::fabs(expected)) + 1e-5;
+      EXPECT_NEAR(actual, expected, tolerance) << "paired n" << NPW << " k" << WK << " w" << WN << " u" << U << ", "
+                                               << M << " rows, out[" << i << ", " << j << "]";
+    }
+  }
+}
+
+template <typename K, int NPW, int WK, int WN, int U>
+void check_pair(int64_t n, int64_t k, std::mt19937& rng) {
+  if constexpr (K::rows * 2 * NPW <= 32) run_pair<K, NPW, WK, WN, U>(n, k, rng);  // codegen::pair_supported
+}
+
+template <typename K>
+void check_pairs() {
+  std::mt19937 rng(K::rows * 10 + K::dtype + 1);
+  for (const int64_t n : {9, 4}) {
+    check_pair<K, 1, 1, 4, 4>(n, 64, rng);
+    check_pair<K, 2, 1, 4, 4>(n, 128, rng);
+    check_pair<K, 4, 1, 2, 2>(n, 64, rng);
+    check_pair<K, 1, 4, 1, 4>(n, 256, rng);
+    check_pair<K, 2, 4, 1, 2>(n, 64, rng);
+    check_pair<K, 1, 8, 1, 2>(n, 512, rng);
+  }
+}
+
 // Every configuration of codegen/gemv.cpp (the test checks the two lists agree).
 template <typename K>
 void check_every_configuration() {
@@ -320,3 +400,8 @@ TEST(GemvEmulated, F32EightRows) { check_every_configuration<f32_rows8::Kernel>(
 TEST(GemvEmulated, F16SevenRows) { check_every_configuration<f16_rows7::Kernel>(); }
 TEST(GemvEmulated, Bf16TwoRows) { check_every_configuration<bf16_rows2::Kernel>(); }
 TEST(GemvEmulated, Bf16EightRows) { check_every_configuration<bf16_rows8::Kernel>(); }
+TEST(GemvEmulated, PairedSwiGluProducts) {
+  check_pairs<f16_rows7::Kernel>();
+  check_pairs<bf16_rows2::Kernel>();
+  check_pairs<bf16_rows8::Kernel>();
+}

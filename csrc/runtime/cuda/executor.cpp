@@ -298,6 +298,7 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
   stats_.programmatic_edges = instance.programmatic_edges;
   stats_.grouped_gemvs = instance.grouped_gemvs;
   stats_.grouped_kernels = instance.grouped_kernels;
+  stats_.swiglu_pairs = instance.swiglu_pairs;
   stats_.bytes_per_call = instance.bytes_per_call;
   if (config()->sync_check) raise_pending_errors(instance, /*wait=*/true);
 }

@@ -52,6 +52,7 @@ struct Stats {
   size_t programmatic_edges = 0;  // of its edges, programmatic ones (LUMINAL_PDL)
   size_t grouped_gemvs = 0;       // matmuls that share a grouped GEMV launch (last instance)
   size_t grouped_kernels = 0;     // generated kernels that share a launch with others (last instance)
+  size_t swiglu_pairs = 0;        // gate/up products that store their SwiGLU's values (last instance)
   size_t launches_per_call = 1;  // graph launches per call
   size_t staging_copies = 0;     // copies added so that library calls see stable memory
   size_t bytes_per_call = 0;     // bytes read and written by the steps (estimate, last instance)

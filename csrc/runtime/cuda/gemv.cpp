@@ -118,6 +118,12 @@ StandaloneKernel& GeneratedGemv::group_kernel(size_t index) const {
   return *registered_kernel(source_, configs_.at(index).group_kernel_name());
 }
 
+StandaloneKernel& GeneratedGemv::pair_kernel(size_t index) const {
+  LUMINAL_CHECK(codegen::pair_supported(configs_.at(index), shape_.m), "internal error: no paired GEMV for ",
+                configs_.at(index).name(), " with ", shape_.m, " rows");
+  return *registered_kernel(source_, configs_.at(index).pair_kernel_name());
+}
+
 CUDA_KERNEL_NODE_PARAMS GeneratedGemv::node_params(size_t index, void* out, bool early_weights,
                                                    KernelArgumentSlots& slots) const {
   const Launch launch = launch_of(index, out, early_weights);
@@ -203,6 +209,33 @@ CUDA_KERNEL_NODE_PARAMS grouped_gemv_node(const std::vector<GemvGroupMember>& me
   CUdevice device = 0;
   LUMINAL_CU(driver().cuCtxGetDevice(&device));
   return leader.group_kernel(widest->config).node_params(static_cast<int>(device), shape, arguments, slots);
+}
+
+std::optional<CUDA_KERNEL_NODE_PARAMS> paired_swiglu_node(const GemvGroupMember& gate, const GemvGroupMember& up,
+                                                          void* out, bool early_weights, KernelArgumentSlots& slots) {
+  const GeneratedGemv& g = *gate.gemv;
+  const GeneratedGemv& u = *up.gemv;
+  const bool same_weights = g.shape().n == u.shape().n && g.b().col_stride == u.b().col_stride &&
+                            g.b().row_stride == 1 && u.b().row_stride == 1;
+  const codegen::GemvConfig& config = g.configs().at(gate.config);
+  if (!gemv_groupable({gate}, up) || !same_weights || !codegen::pair_supported(config, g.shape().m)) return {};
+  GemvGroupMember stored = gate;  // the values' output must overlap neither a nor the products' inputs
+  stored.out = out;
+  if (!gemv_groupable({up}, stored)) return {};
+  const int64_t blocks = (g.shape().n + config.outputs_per_block() - 1) / config.outputs_per_block();
+  LUMINAL_CHECK(blocks <= 0x7fffffff, "generated GEMV: ", g.shape().n, " outputs are too many for one launch");
+  LaunchShape shape;
+  shape.grid[0] = static_cast<unsigned>(blocks);
+  shape.block[0] = static_cast<unsigned>(config.threads());
+  const std::vector<KernelArgument> arguments = {
+      KernelArgument::pointer(g.a().data),      KernelArgument::pointer(g.b().data),
+      KernelArgument::pointer(u.b().data),      KernelArgument::pointer(out),
+      KernelArgument::int64(g.shape().n),       KernelArgument::int64(g.shape().k),
+      KernelArgument::int64(g.a().row_stride),  KernelArgument::int64(g.b().col_stride),
+      KernelArgument::int64(early_weights ? 1 : 0)};
+  CUdevice device = 0;
+  LUMINAL_CU(driver().cuCtxGetDevice(&device));
+  return g.pair_kernel(gate.config).node_params(static_cast<int>(device), shape, arguments, slots);
 }
 
 }  // namespace luminal::cuda

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,8 +52,10 @@ class GeneratedGemv {
   // `early_weights` the kernel requests its first weights before it waits for the kernels ahead
   // of it (a programmatic edge lets it start early): only for weights nothing in the graph writes.
   CUDA_KERNEL_NODE_PARAMS node_params(size_t index, void* out, bool early_weights, KernelArgumentSlots& slots) const;
-  // Configuration `index`'s grouped entry point (codegen::GemvConfig::group_kernel_name()).
+  // Configuration `index`'s grouped entry point (codegen::GemvConfig::group_kernel_name()), and its
+  // paired one (pair_kernel_name(), where codegen::pair_supported).
   StandaloneKernel& group_kernel(size_t index) const;
+  StandaloneKernel& pair_kernel(size_t index) const;
 
  private:
   struct Launch {
@@ -92,5 +95,12 @@ bool gemv_groupable(const std::vector<GemvGroupMember>& group, const GemvGroupMe
 // chose runs them all, each member's weights read as they would be alone.
 CUDA_KERNEL_NODE_PARAMS grouped_gemv_node(const std::vector<GemvGroupMember>& members, bool early_weights,
                                           KernelArgumentSlots& slots);
+
+// A SwiGLU's gate and up products as one paired launch (codegen/gemv.cuh, PAIR) that stores
+// round(round(silu(gate)) * up) into `out` (laid out as the products' outputs, [rows, n]) instead
+// of the two products: when they are groupable, of one shape and weight layout, and the gate's
+// configuration has a paired entry point (codegen::pair_supported), which then runs. Else nullopt.
+std::optional<CUDA_KERNEL_NODE_PARAMS> paired_swiglu_node(const GemvGroupMember& gate, const GemvGroupMember& up,
+                                                          void* out, bool early_weights, KernelArgumentSlots& slots);
 
 }  // namespace luminal::cuda

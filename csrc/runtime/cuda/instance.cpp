@@ -14,6 +14,7 @@
 #include "runtime/cuda/cudnn_steps.h"
 #include "runtime/cuda/gemv.h"
 #include "runtime/cuda/launch_groups.h"
+#include "runtime/cuda/swiglu.h"
 #include "runtime/cuda/standalone_kernel.h"
 #include "runtime/cuda/timing.h"
 
@@ -735,9 +736,27 @@ class InstanceBuilder {
     }
     if (members.size() < 2) return 0;
     cuda::KernelArgumentSlots slots;
+    if (members.size() == 2 && record_swiglu_pair(s, members, slots)) return 2;
     add_kernel_node(cuda::grouped_gemv_node(members, programmatic_launch_, slots), /*waits=*/true);
     in_.grouped_gemvs += members.size();
     return members.size();
+  }
+
+  // LUMINAL_GEMV_GLU: when the step after the products of steps s and s + 1 stores their SwiGLU
+  // (swiglu_after_products), one paired launch (cuda::paired_swiglu_node) stores its values, and
+  // that step is left out of the graph (skipped_step_). Returns whether it recorded it.
+  bool record_swiglu_pair(size_t s, const std::vector<cuda::GemvGroupMember>& members,
+                          cuda::KernelArgumentSlots& slots) {
+    const auto values = config()->fuse_swiglu ? swiglu_after_products(program_, in_, uses_, s) : std::nullopt;
+    if (!values) return false;
+    const cuda::GemvGroupMember& gate = members[values->gate_first ? 0 : 1];
+    const cuda::GemvGroupMember& up = members[values->gate_first ? 1 : 0];
+    const auto params = cuda::paired_swiglu_node(gate, up, values->out, programmatic_launch_, slots);
+    if (!params) return false;
+    add_kernel_node(*params, /*waits=*/true);
+    skipped_step_ = values->step;
+    ++in_.swiglu_pairs;
+    return true;
   }
 
   // Whether no step of the graph writes node `base`'s memory: the graph's weights, and inputs
@@ -767,7 +786,8 @@ class InstanceBuilder {
       if (in_.graph) cuda::driver().cuGraphDestroy(in_.graph);
       in_.graph = nullptr;
       in_.exec = nullptr;
-      in_.graph_nodes = in_.programmatic_edges = in_.grouped_gemvs = 0;
+      in_.graph_nodes = in_.programmatic_edges = in_.grouped_gemvs = in_.swiglu_pairs = 0;
+      skipped_step_ = SIZE_MAX;
       previous_ = nullptr;
       previous_is_kernel_ = false;
     }
@@ -798,6 +818,10 @@ class InstanceBuilder {
         const Node& node = g_.node(step.node);
         const Instance::CudnnStep& call = in_.cudnn_steps[cudnn_index++];
         record_library_call([&](CUstream stream) { run_cudnn_step(in_, call, node, stream); });
+        continue;
+      }
+      if (s == skipped_step_) {  // its values were stored by the products before it
+        while (launch_index < in_.launches.size() && in_.launches[launch_index].step == s) ++launch_index;
         continue;
       }
       for (; launch_index < in_.launches.size() && in_.launches[launch_index].step == s; ++launch_index) {
@@ -839,6 +863,8 @@ class InstanceBuilder {
   CUgraphNode previous_ = nullptr;    // the graph's last node so far
   bool previous_is_kernel_ = false;   // a kernel node (else a captured library call, or none)
   bool programmatic_launch_ = false;  // whether the recording under way uses programmatic edges
+  size_t skipped_step_ = SIZE_MAX;    // a step whose values a paired launch stores (record_swiglu_pair)
+  const std::vector<int> uses_ = g_.use_counts();  // per node, outputs included
 };
 
 }  // namespace

@@ -138,6 +138,7 @@ struct Instance {
   size_t programmatic_edges = 0;  // kernel-to-kernel edges that let the later one launch early
   size_t grouped_gemvs = 0;       // matmuls recorded in grouped GEMV launches
   size_t grouped_kernels = 0;     // generated kernels that share a launch (runtime/cuda/launch_groups.h)
+  size_t swiglu_pairs = 0;        // paired launches storing a SwiGLU's values (runtime/cuda/swiglu.h)
   // Whether the graph holds the scatter base copies that some calls skip (Launch::alias_output).
   // An instance is first recorded without them, for calls that update their inputs in place (a
   // decode step's cache): every kernel then keeps its programmatic edges, which a node that calls
