@@ -166,22 +166,27 @@ class Projections(torch.nn.Module):
         return torch.cat([hidden, k * v], dim=-1)
 
 
-def _projections(monkeypatch: pytest.MonkeyPatch, grouped: bool, dtype: torch.dtype, rows: int, config: str) -> Any:
-    set_env(monkeypatch, "LUMINAL_GEMV", f"generated:{config}")
-    set_env(monkeypatch, "LUMINAL_GEMV_GROUP", "1" if grouped else "0")
+def _replayed(module: torch.nn.Module, x: torch.Tensor, stat: str) -> Any:
+    """The module's second compiled call (a replay of the recorded CUDA graph), checked against
+    eager, and the CUDA engine's statistic `stat`."""
     torch._dynamo.reset()
-    torch.manual_seed(0)
-    module = Projections(72).to(device="cuda", dtype=dtype).eval()
-    x = rand(rows, 72, dtype=dtype, device="cuda")
     captured: list[Any] = []
     compiled = torch.compile(module, backend=capturing_backend(captured, options={"megakernel": False}))
     with torch.no_grad():
         expected = module(x)
         compiled(x)
-        result = compiled(x)  # a replay of the recorded graph
+        result = compiled(x)
     torch.cuda.synchronize()
     assert_same(result, expected, tolerance_scale=4)
-    return result, captured[0].stats()["cuda"]["grouped_gemvs"]
+    return result, captured[0].stats()["cuda"][stat]
+
+
+def _projections(monkeypatch: pytest.MonkeyPatch, grouped: bool, dtype: torch.dtype, rows: int, config: str) -> Any:
+    set_env(monkeypatch, "LUMINAL_GEMV", f"generated:{config}")
+    set_env(monkeypatch, "LUMINAL_GEMV_GROUP", "1" if grouped else "0")
+    torch.manual_seed(0)
+    module = Projections(72).to(device="cuda", dtype=dtype).eval()
+    return _replayed(module, rand(rows, 72, dtype=dtype, device="cuda"), "grouped_gemvs")
 
 
 @pytest.mark.parametrize("config", ["n1 k4 w1 u4", "n4 k1 w2 u2"])
@@ -216,19 +221,9 @@ class SwiGluMlp(torch.nn.Module):
 def _swiglu_mlp(monkeypatch: pytest.MonkeyPatch, paired: bool, dtype: torch.dtype, rows: int, config: str) -> Any:
     set_env(monkeypatch, "LUMINAL_GEMV", f"generated:{config}")
     set_env(monkeypatch, "LUMINAL_GEMV_GLU", "1" if paired else "0")
-    torch._dynamo.reset()
     torch.manual_seed(0)
     module = SwiGluMlp(64, 203).to(device="cuda", dtype=dtype).eval()
-    x = rand(rows, 64, dtype=dtype, device="cuda")
-    captured: list[Any] = []
-    compiled = torch.compile(module, backend=capturing_backend(captured, options={"megakernel": False}))
-    with torch.no_grad():
-        expected = module(x)
-        compiled(x)
-        result = compiled(x)  # a replay of the recorded graph
-    torch.cuda.synchronize()
-    assert_same(result, expected, tolerance_scale=4)
-    return result, captured[0].stats()["cuda"]["swiglu_pairs"]
+    return _replayed(module, rand(rows, 64, dtype=dtype, device="cuda"), "swiglu_pairs")
 
 
 @pytest.mark.parametrize("config", ["n1 k4 w1 u4", "n2 k1 w4 u4"])
