@@ -86,7 +86,8 @@ CompiledGraph::CompiledGraph(ir::Graph translated, const CompileOptions& options
     if (info.is_tensor && out.mutated_input >= 0) {
       const ir::Node& node = graph_->node(out.node);
       const ir::NodeId base = graph_->inputs[out.mutated_input];
-      info.in_place = (node.kind == ir::NodeKind::Scatter && node.inputs[0] == base && uses[base] == 1) || updates_last[k];
+      const bool scatter_into_base = node.kind == ir::NodeKind::Scatter && node.inputs[0] == base && uses[base] == 1;
+      info.in_place = scatter_into_base || updates_last[k];
     }
     info.name = out.name;
     info.device = out.device;
@@ -108,7 +109,9 @@ std::vector<bool> CompiledGraph::elementwise_updates_in_place() const {
   std::vector<bool> in_place = passes::input_updates_written_last(*graph_);
   if (!row_) return in_place;
   const std::vector<bool> in_row_kernel = passes::input_updates_written_last(*row_->graph);
-  for (size_t k = 0; k < in_place.size(); ++k) in_place[k] = in_place[k] && k < in_row_kernel.size() && in_row_kernel[k];
+  for (size_t k = 0; k < in_place.size(); ++k) {
+    in_place[k] = in_place[k] && k < in_row_kernel.size() && in_row_kernel[k];
+  }
   return in_place;
 }
 
@@ -331,7 +334,8 @@ std::vector<int64_t> CompiledGraph::output_shape(size_t k, const SymbolValues& s
   return shape;
 }
 
-std::shared_ptr<const std::vector<std::vector<int64_t>>> CompiledGraph::output_shapes(const SymbolValues& symbols) const {
+std::shared_ptr<const std::vector<std::vector<int64_t>>> CompiledGraph::output_shapes(
+    const SymbolValues& symbols) const {
   {
     const std::lock_guard<std::mutex> lock(bind_mutex_);
     if (shapes_ && shapes_symbols_ == symbols) return shapes_;
