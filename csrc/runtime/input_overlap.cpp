@@ -10,15 +10,11 @@ namespace {
 
 // The bytes a strided view can touch: [first, last) (empty for zero elements).
 std::pair<uintptr_t, uintptr_t> byte_extent(const TensorView& view) {
-  int64_t low = 0, high = 0;  // element offsets of the lowest and highest element
-  for (size_t d = 0; d < view.sizes.size(); ++d) {
-    if (view.sizes[d] == 0) return {0, 0};
-    const int64_t reach = (view.sizes[d] - 1) * view.strides.at(d);
-    (reach < 0 ? low : high) += reach;
-  }
+  const std::optional<ElementSpan> span = element_span(view.sizes, view.strides);
+  if (!span) return {0, 0};
   const auto base = reinterpret_cast<uintptr_t>(view.data);
   const auto item = static_cast<int64_t>(dtype_size(view.dtype));
-  return {base + low * item, base + (high + 1) * item};
+  return {base + span->low * item, base + (span->high + 1) * item};
 }
 
 }  // namespace

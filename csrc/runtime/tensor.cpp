@@ -8,6 +8,16 @@ std::string device_name(const Device& device) {
   return device.type == DeviceType::CPU ? std::string("cpu") : str_cat("cuda:", device.index);
 }
 
+std::optional<ElementSpan> element_span(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+  ElementSpan span;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 0) return std::nullopt;
+    const int64_t reach = (sizes[d] - 1) * strides.at(d);
+    (reach < 0 ? span.low : span.high) += reach;
+  }
+  return span;
+}
+
 int64_t TensorView::numel() const {
   int64_t n = 1;
   for (int64_t s : sizes) n *= s;

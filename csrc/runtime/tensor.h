@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,5 +32,12 @@ struct TensorView {
 
 std::string describe(const TensorView& view);  // "float32[4, 13] (cpu, strides [13, 1])"
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes);
+
+// The element offsets of the lowest and the highest element a strided tensor reaches, relative to
+// its first element (negative strides reach below it); nullopt for zero elements.
+struct ElementSpan {
+  int64_t low = 0, high = 0;
+};
+std::optional<ElementSpan> element_span(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides);
 
 }  // namespace luminal::runtime

@@ -26,14 +26,10 @@ std::optional<Range> memory_range(const CudaProgram& program, const Instance& in
   const Placement where = program.buffers.placement.at(id);
   if (where != Placement::Arena && where != Placement::Constant && where != Placement::VirtualView) return std::nullopt;
   const Buffer& b = instance.buffers.at(id);
-  int64_t low = 0, high = 0;
-  for (size_t d = 0; d < b.sizes.size(); ++d) {
-    if (b.sizes[d] == 0) return std::nullopt;
-    const int64_t reach = b.strides.at(d) * (b.sizes[d] - 1);
-    (reach < 0 ? low : high) += reach;
-  }
+  const std::optional<ElementSpan> span = element_span(b.sizes, b.strides);
+  if (!span) return std::nullopt;
   const int64_t element = static_cast<int64_t>(dtype_size(program.graph->node(id).dtype));
-  return Range{b.ptr + low * element, b.ptr + (high + 1) * element};
+  return Range{b.ptr + span->low * element, b.ptr + (span->high + 1) * element};
 }
 
 struct MemberMemory {
