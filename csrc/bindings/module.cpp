@@ -182,9 +182,18 @@ constexpr bool kHasCudaEngine = true;
 constexpr bool kHasCudaEngine = false;
 #endif
 
+double microseconds_between(std::chrono::steady_clock::time_point from, std::chrono::steady_clock::time_point to) {
+  return std::chrono::duration<double, std::micro>(to - from).count();
+}
+
+double microseconds_since(std::chrono::steady_clock::time_point from) {
+  return microseconds_between(from, std::chrono::steady_clock::now());
+}
+
 // The device of a call: the inputs' device, or the export's device when the graph has no inputs.
-at::Device call_device(const std::vector<at::Tensor>& inputs, const std::vector<runtime::OutputInfo>& outputs) {
-  if (!inputs.empty()) return inputs.front().device();
+at::Device call_device(const std::vector<const at::Tensor*>& inputs,
+                       const std::vector<runtime::OutputInfo>& outputs) {
+  if (!inputs.empty()) return inputs.front()->device();
   for (const runtime::OutputInfo& info : outputs) {
     if (info.is_tensor && !info.device.empty()) return at::Device(info.device);
   }
@@ -208,16 +217,22 @@ class PyCompiledGraph {
   // set_fixed_inputs), then the tensor arguments at the positions given to set_call_layout;
   // returns the outputs as a tuple, a list, or the one output itself (see OutputForm).
   py::object call(const py::args& args) const {
-    std::vector<at::Tensor> inputs;
-    inputs.reserve(fixed_inputs_.size() + call_positions_.size() + size_positions_.size());
-    inputs.insert(inputs.end(), fixed_inputs_.begin(), fixed_inputs_.end());
+    const auto entered = std::chrono::steady_clock::now();
+    // The inputs by address, no copies: a copy of an at::Tensor is an atomic reference count
+    // update on its TensorImpl, and a decode step passes ~200 tensors (its weights among them).
+    // The fixed inputs live in this object, the arguments' tensors in `args`, for the whole call.
+    thread_local std::vector<const at::Tensor*> inputs;
+    inputs.clear();
+    for (const at::Tensor& fixed : fixed_inputs_) inputs.push_back(&fixed);
     if (!argument_structure_.empty()) collect_structured(args, inputs);
     for (const size_t position : call_positions_) {
       PyObject* argument = argument_at(args, position);
       LUMINAL_CHECK(THPVariable_Check(argument), "argument ", position, " is a ", Py_TYPE(argument)->tp_name,
                     ", not a tensor");
-      inputs.push_back(THPVariable_Unpack(argument));
+      inputs.push_back(&THPVariable_Unpack(argument));
     }
+    std::vector<at::Tensor> carriers;
+    carriers.reserve(size_positions_.size());  // no reallocation: `inputs` points into it
     for (const size_t position : size_positions_) {
       PyObject* argument = argument_at(args, position);
       LUMINAL_CHECK(PyLong_Check(argument), "argument ", position, " is a ", Py_TYPE(argument)->tp_name,
@@ -225,17 +240,21 @@ class PyCompiledGraph {
       int overflow = 0;
       const long long value = PyLong_AsLongLongAndOverflow(argument, &overflow);
       if (overflow != 0) throw CallInEager(str_cat("integer argument ", position, " does not fit 64 bits"));
-      inputs.push_back(size_carrier(value));
+      inputs.push_back(&carriers.emplace_back(size_carrier(value)));
     }
-    py::list outputs = run(inputs);
+    host_times_->collect = microseconds_since(entered);
+    py::list outputs = run_pointers(inputs);
+    py::object result;
     switch (output_form_) {
-      case OutputForm::Tuple: return py::tuple(outputs);
+      case OutputForm::Tuple: result = py::tuple(outputs); break;
       case OutputForm::Single:
         LUMINAL_CHECK(outputs.size() == 1, "the graph returned ", outputs.size(), " outputs, expected one");
-        return outputs[0];
-      case OutputForm::List: break;
+        result = outputs[0];
+        break;
+      case OutputForm::List: result = std::move(outputs); break;
     }
-    return std::move(outputs);
+    host_times_->call = microseconds_since(entered);
+    return result;
   }
 
   // Which call arguments are the graph's tensor inputs, whether call() returns a tuple, and which
@@ -281,13 +300,21 @@ class PyCompiledGraph {
 
   // Runs the graph; returns the user outputs (tensors and ints) in order. Mutated inputs are
   // updated in place.
-  py::list run(const std::vector<at::Tensor>& inputs) const {
+  py::list run(const std::vector<at::Tensor>& tensors) const {
+    std::vector<const at::Tensor*> inputs;
+    inputs.reserve(tensors.size());
+    for (const at::Tensor& t : tensors) inputs.push_back(&t);
+    return run_pointers(inputs);
+  }
+
+  // run() on tensors the caller keeps alive for the call.
+  py::list run_pointers(const std::vector<const at::Tensor*>& inputs) const {
     const auto start = std::chrono::steady_clock::now();
     // One vector of views per thread, reused: after the first call, converting the inputs
     // allocates nothing (a DLRM passes ~100 tensors per call). Nothing below re-enters run().
     thread_local std::vector<runtime::TensorView> views;
     views.resize(inputs.size());
-    for (size_t k = 0; k < inputs.size(); ++k) fill_view(views[k], inputs[k], k);
+    for (size_t k = 0; k < inputs.size(); ++k) fill_view(views[k], *inputs[k], k);
     if (overlap_) {
       if (const auto overlap = overlap_->find(views)) {
         throw InputsOverlap(str_cat("input #", overlap->first, " is updated in place and shares memory with input #",
@@ -304,24 +331,27 @@ class PyCompiledGraph {
 
     const auto bound = std::chrono::steady_clock::now();
     const auto& infos = core_->outputs();
-    std::vector<at::Tensor> tensors(infos.size());
-    std::vector<runtime::TensorView> out_views(infos.size());
+    std::vector<at::Tensor> tensors(infos.size());  // the outputs allocated here (in-place ones stay undefined)
+    thread_local std::vector<runtime::TensorView> out_views;  // reused like `views`
+    out_views.resize(infos.size());
     std::vector<bool> written_in_place(infos.size(), false);
     const at::Device device = call_device(inputs, infos);
     const bool poison_outputs = config()->poison_outputs;
     const auto shapes = core_->output_shapes(symbols);
     for (size_t k = 0; k < infos.size(); ++k) {
-      if (!infos[k].is_tensor) continue;
+      if (!infos[k].is_tensor) {
+        out_views[k] = runtime::TensorView{};
+        continue;
+      }
       const std::vector<int64_t>& shape = (*shapes)[k];
-      if (infos[k].in_place && writable_in_place(inputs, infos[k], shape, device)) {
-        tensors[k] = inputs[infos[k].mutated_input];  // the graph updates the input in its own memory
-        out_views[k] = views[infos[k].mutated_input];
+      if (infos[k].in_place && writable_in_place(views.at(infos[k].mutated_input), infos[k], shape, device)) {
+        out_views[k] = views[infos[k].mutated_input];  // the graph updates the input in its own memory
         written_in_place[k] = true;
         continue;
       }
       tensors[k] = at::empty(shape, at::TensorOptions().dtype(to_scalar_type(infos[k].dtype)).device(device));
       if (poison_outputs) poison(tensors[k]);
-      out_views[k] = to_view(tensors[k], k);
+      fill_view(out_views[k], tensors[k], k);
     }
     const bool on_cuda = device.is_cuda();
 #if LUMINAL_TORCH_CUDA
@@ -342,8 +372,7 @@ class PyCompiledGraph {
     for (size_t k = 0; k < infos.size(); ++k) {
       if (infos[k].mutated_input >= 0) {
         if (written_in_place[k]) continue;
-        at::Tensor target = inputs.at(infos[k].mutated_input);
-        target.copy_(tensors[k]);
+        inputs.at(infos[k].mutated_input)->copy_(tensors[k]);
         copied += tensors[k].nbytes();
         continue;
       }
@@ -354,13 +383,10 @@ class PyCompiledGraph {
       }
     }
     *copy_back_bytes_ = copied;
-    const auto microseconds = [](auto from, auto to) {
-      return std::chrono::duration<double, std::micro>(to - from).count();
-    };
-    host_times_->bind = microseconds(start, bound);
-    host_times_->outputs = microseconds(bound, allocated);
-    host_times_->run = microseconds(allocated, ran);
-    host_times_->write_back = microseconds(ran, std::chrono::steady_clock::now());
+    host_times_->bind = microseconds_between(start, bound);
+    host_times_->outputs = microseconds_between(bound, allocated);
+    host_times_->run = microseconds_between(allocated, ran);
+    host_times_->write_back = microseconds_since(ran);
     return results;
   }
 
@@ -388,6 +414,9 @@ class PyCompiledGraph {
     host_us["outputs"] = host_times_->outputs.load();  // output tensors allocated
     host_us["run"] = host_times_->run.load();          // the engine's call (CUDA: up to the graph's launch)
     host_us["write_back"] = host_times_->write_back.load();  // mutated inputs copied back, results collected
+    // call(), the fast path, in all (run() above among it) and of that the arguments' collection
+    host_us["call"] = host_times_->call.load();
+    host_us["collect"] = host_times_->collect.load();
 #if LUMINAL_HAVE_CUDA
     if (s.cuda_used) {
       host_us["cuda_prepare"] = s.cuda.host_prepare_us;  // of run: instance, checks, pointer updates
@@ -441,15 +470,17 @@ class PyCompiledGraph {
   // The output may be written straight into its mutated input: same dtype, shape and device, and
   // dense row-major memory (run() has already refused calls in which a mutated input overlaps
   // another input's memory).
-  static bool writable_in_place(const std::vector<at::Tensor>& inputs, const runtime::OutputInfo& info,
+  static bool writable_in_place(const runtime::TensorView& target, const runtime::OutputInfo& info,
                                 const std::vector<int64_t>& shape, const at::Device& device) {
-    const at::Tensor& target = inputs.at(info.mutated_input);
-    return target.scalar_type() == to_scalar_type(info.dtype) && target.device() == device &&
-           target.sizes() == at::IntArrayRef(shape) && target.is_contiguous();
+    // The input's view, not its tensor: the view was just filled, the TensorImpl may be out of cache.
+    const bool same_device = device.is_cuda() ? target.device.type == runtime::DeviceType::CUDA &&
+                                                    target.device.index == device.index()
+                                              : target.device.type == runtime::DeviceType::CPU;
+    return target.dtype == info.dtype && same_device && target.sizes == shape && target.is_contiguous();
   }
 
   // Appends the tensors of `args` in argument_structure_'s order (see set_argument_structure).
-  void collect_structured(const py::args& args, std::vector<at::Tensor>& out) const {
+  void collect_structured(const py::args& args, std::vector<const at::Tensor*>& out) const {
     size_t cursor = 0;
     const Py_ssize_t count = PyTuple_GET_SIZE(args.ptr());
     for (Py_ssize_t k = 0; k < count; ++k) {
@@ -460,13 +491,13 @@ class PyCompiledGraph {
   }
 
   // Walks one value against the structure from `cursor` on (recursion depth: the nesting).
-  void collect_value(PyObject* value, size_t& cursor, std::vector<at::Tensor>& out) const {
+  void collect_value(PyObject* value, size_t& cursor, std::vector<const at::Tensor*>& out) const {
     const std::string& s = argument_structure_;
     if (cursor >= s.size()) throw structure_mismatch();
     const char kind = s[cursor++];
     if (kind == 'T') {
       if (!THPVariable_Check(value)) throw structure_mismatch();
-      out.push_back(THPVariable_Unpack(value));
+      out.push_back(&THPVariable_Unpack(value));
       return;
     }
     const bool tuple = kind == '(';
@@ -509,7 +540,7 @@ class PyCompiledGraph {
   // Host time of the last call's parts, microseconds (stats()["host_us"]): what a call costs
   // besides the graph itself.
   struct HostTimes {
-    std::atomic<double> bind{0}, outputs{0}, run{0}, write_back{0};
+    std::atomic<double> bind{0}, outputs{0}, run{0}, write_back{0}, call{0}, collect{0};
   };
   std::shared_ptr<HostTimes> host_times_ = std::make_shared<HostTimes>();
 };
