@@ -154,6 +154,11 @@ DECODE_SHAPES = {
     # per chunk), several chunks of a head of 128 with four queries.
     "head_64": dict(batch=1, heads=8, kv_heads=8, queries=1, keys=300, head_size=64),
     "four_queries_head_128": dict(batch=2, heads=2, kv_heads=2, queries=4, keys=700, head_size=128),
+    # Split keys (sm_90: a cluster of blocks per row, each a slice of the keys, combined through
+    # distributed shared memory): a Llama decode step's 32 heads over a 256-key cache (eight slices
+    # of 32), and 70 keys (two slices of 35, the second shorter than the first's chunk).
+    "llama_decode": dict(batch=1, heads=32, kv_heads=32, queries=1, keys=256, head_size=64),
+    "two_slices": dict(batch=3, heads=4, kv_heads=4, queries=2, keys=70, head_size=64),
 }
 
 

@@ -31,9 +31,9 @@ constexpr int64_t kStaticSharedBytes = 48 * 1024;
 // attention_decode.cuh: at most this many queries (a static size), keys scored in chunks of 256 by a
 // block of the attention schedule's threads (the template gets both as @DECODE_CHUNK@, @THREADS@).
 constexpr int64_t kDecodeMaxQueries = 4, kDecodeChunk = 256, kDecodeWarps = schedule::kAttentionThreads / 32;
-// Its vector path: 16-byte key vectors each thread requests per chunk (@DECODE_KEY_LOADS@: 256 keys
-// of 64 bf16 elements, a decode step's whole cache in the LLM benchmark, in one round trip), and at
-// most this many value vectors (registers: a thread holds both sets at once).
+// Its vector path: at most this many 16-byte key vectors each thread requests per chunk
+// (@DECODE_KEY_LOADS@: 256 keys of 64 bf16 elements in one round trip), and at most this many value
+// vectors (registers: a thread holds both sets at once).
 constexpr int64_t kDecodeKeyLoads = 16, kDecodeMaxValueLoads = 16;
 
 // How a value of `dtype` becomes a number: the conversion applied to the stored element.
@@ -57,11 +57,12 @@ int64_t static_size(const Expr& e, const char* what, const std::string& origin) 
   return *n;
 }
 
-// The keys per chunk of attention_decode.cuh's vector path, or 0 where it is not compiled: f32/f16/
-// bf16 heads whose key and value rows are whole 16-byte vectors, a power of two of them up to 32
-// (the threads of a row divide a warp), and whole value loads per thread, at most
-// kDecodeMaxValueLoads of them. (The run-time part, addresses and strides, the kernel checks.)
-int64_t decode_vector_keys(DType dtype, int64_t head_size, int64_t value_size) {
+// The keys per chunk of attention_decode.cuh's vector path with `key_loads` key vectors per thread,
+// or 0 where it is not compiled: f32/f16/bf16 heads whose key and value rows are whole 16-byte
+// vectors, a power of two of them up to 32 (the threads of a row divide a warp), and whole value
+// loads per thread, at most kDecodeMaxValueLoads of them. (The run-time part, addresses and
+// strides, the kernel checks.)
+int64_t decode_vector_keys(DType dtype, int64_t head_size, int64_t value_size, int64_t key_loads) {
   if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16) return 0;
   const int64_t per_vector = 16 / dtype_size(dtype);
   const auto lanes = [&](int64_t size) -> int64_t {
@@ -71,24 +72,53 @@ int64_t decode_vector_keys(DType dtype, int64_t head_size, int64_t value_size) {
   };
   const int64_t key_lanes = lanes(head_size), value_lanes = lanes(value_size);
   if (key_lanes == 0 || value_lanes == 0) return 0;
-  const int64_t keys = kDecodeKeyLoads * schedule::kAttentionThreads / key_lanes;
+  const int64_t keys = key_loads * schedule::kAttentionThreads / key_lanes;
   const int64_t value_vectors = keys * value_lanes;
   const bool whole_loads = value_vectors % schedule::kAttentionThreads == 0;
   return whole_loads && value_vectors / schedule::kAttentionThreads <= kDecodeMaxValueLoads ? keys : 0;
 }
 
+// How attention_decode.cuh's vector path splits a row: `split` blocks per row (1: one block), each
+// requesting `key_loads` key vectors per thread per chunk; key_loads 0: no vector path.
+struct DecodeSplit {
+  int64_t split = 1, key_loads = 0;
+};
+
+// The schedule's key_split blocks per row, each requesting the fewest key loads that cover its
+// slice of a static key count in one chunk (fewer registers; symbolic: kDecodeKeyLoads). One block
+// where the vector path is not compiled.
+DecodeSplit decode_split(DType dtype, int64_t head_size, int64_t value_size, const Expr& keys, int key_split) {
+  DecodeSplit d;
+  const auto count = ir::as_int_const(keys);
+  d.split = key_split;
+  const int64_t per_block = count ? (*count + d.split - 1) / d.split : kDecodeKeyLoads * schedule::kAttentionThreads;
+  for (int64_t loads = 1; loads <= kDecodeKeyLoads; loads *= 2) {
+    const int64_t chunk = decode_vector_keys(dtype, head_size, value_size, loads);
+    if (chunk == 0) continue;  // the values would not be whole loads per thread: more keys
+    d.key_loads = loads;
+    if (chunk >= per_block) break;
+  }
+  if (d.key_loads == 0) d.split = 1;  // no vector path: the scalar path takes a row in one block
+  return d;
+}
+
 // Scores attention_decode.cuh stages in shared memory: the larger of its two paths' chunks.
-int64_t decode_scores(DType dtype, int64_t head_size, int64_t value_size) {
-  return std::max(kDecodeChunk, decode_vector_keys(dtype, head_size, value_size));
+int64_t decode_scores(DType dtype, int64_t head_size, int64_t value_size, const DecodeSplit& split) {
+  const int64_t vector_keys =
+      split.key_loads > 0 ? decode_vector_keys(dtype, head_size, value_size, split.key_loads) : 0;
+  return std::max(kDecodeChunk, vector_keys);
 }
 
 // Whether attention_decode.cuh takes this node: a static query count of at most kDecodeMaxQueries
 // (a decode step: the tile kernels would compute 16 or 64 query rows, almost all padding, with one
 // block walking every key), and its shared arrays within the static limit.
-bool decode_kernel_fits(const Expr& queries, DType dtype, int64_t head_size, int64_t value_size, int64_t element) {
+bool decode_kernel_fits(const Expr& queries, DType dtype, int64_t head_size, int64_t value_size, int64_t element,
+                        const DecodeSplit& split) {
   const auto count = ir::as_int_const(queries);
-  // The chunk's scores, each warp's partial output, and each warp's max and sum slots.
-  const int64_t shared = (decode_scores(dtype, head_size, value_size) + kDecodeWarps * (value_size + 2)) * element;
+  // The chunk's scores, each warp's partial output and max and sum slots, the block's slice.
+  const int64_t slice = split.split > 1 ? value_size + 2 : 0;
+  const int64_t shared =
+      (decode_scores(dtype, head_size, value_size, split) + kDecodeWarps * (value_size + 2) + slice) * element;
   return count && *count <= kDecodeMaxQueries && shared <= kStaticSharedBytes;
 }
 
@@ -119,12 +149,15 @@ Kernel KernelWriter::write_attention() {
   const int64_t k_step = half ? 16 : 8;
   const bool tensor_cores = (half || in == DType::F32) && head_size % k_step == 0 && value_size % k_step == 0 &&
                             head_size <= kMmaMaxHeadSize && value_size <= kMmaMaxHeadSize;
-  const bool decode = decode_kernel_fits(q.shape[2], in, head_size, value_size, element);
+  const DecodeSplit split = decode_split(in, head_size, value_size, key.shape[2], schedule_.key_split);
+  const bool decode = decode_kernel_fits(q.shape[2], in, head_size, value_size, element, split);
   const int64_t query_tile = decode ? 1 : tensor_cores ? kMmaQueryTile : kQueryTile;
 
   Kernel kernel;
   const Expr query_tiles = ir::floordiv(ir::add(q.shape[2], ir::int_const(query_tile - 1)), ir::int_const(query_tile));
-  kernel.outputs = ir::simplify(ir::mul(ir::mul(q.shape[0], q.shape[1]), query_tiles), {});
+  // One block per output row (tile), or per row and slice of its keys (a decode row's split).
+  const Expr blocks_per_row = ir::int_const(decode ? split.split : 1);
+  kernel.outputs = ir::simplify(ir::mul(ir::mul(ir::mul(q.shape[0], q.shape[1]), query_tiles), blocks_per_row), {});
   add_node_params();
 
   std::ostringstream text;
@@ -144,9 +177,10 @@ Kernel KernelWriter::write_attention() {
   body = replace_all(body, "@HK@", shape_code(key.shape[1]));
   body = replace_all(body, "@DECODE_CHUNK@", std::to_string(kDecodeChunk));
   body = replace_all(body, "@THREADS@", std::to_string(schedule::kAttentionThreads));
-  body = replace_all(body, "@DECODE_VECTOR@", decode_vector_keys(in, head_size, value_size) > 0 ? "1" : "0");
-  body = replace_all(body, "@DECODE_KEY_LOADS@", std::to_string(kDecodeKeyLoads));
-  body = replace_all(body, "@DECODE_SCORES@", std::to_string(decode_scores(in, head_size, value_size)));
+  body = replace_all(body, "@DECODE_VECTOR@", split.key_loads > 0 ? "1" : "0");
+  body = replace_all(body, "@DECODE_KEY_LOADS@", std::to_string(std::max<int64_t>(split.key_loads, 1)));
+  body = replace_all(body, "@DECODE_SCORES@", std::to_string(decode_scores(in, head_size, value_size, split)));
+  body = replace_all(body, "@DECODE_SPLIT@", std::to_string(split.split));
   body = replace_all(body, "@D@", std::to_string(head_size));
   body = replace_all(body, "@DV@", std::to_string(value_size));
   body = replace_all(body, "@STAGE@", stage ? "1" : "0");

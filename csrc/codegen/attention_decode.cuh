@@ -30,6 +30,15 @@
 //      (four at a time for wide heads), lanes over the value head, the rows read before the adds;
 // and the four warps' partial outputs are added in a fixed order at the end.
 //
+// Split keys (LM_SPLIT > 1, the vector path on sm_90+): a cluster of LM_SPLIT blocks shares a row,
+// block c taking the c-th slice of its keys, so a decode step's 32 rows load their caches with 8x the
+// SMs (one SM's loads in flight bound a block: a 256-key bf16 cache was ~6 us for one block). Each
+// block ends with its slice's max, sum and unnormalized output in shared memory; after a cluster
+// barrier the cluster's first block reads the others' through distributed shared memory and stores
+// the row: sum_c out_c * exp(m_c - m) / sum_c l_c * exp(m_c - m), m = max_c m_c, in the fixed order
+// of c (deterministic). Elsewhere (sm_80, the scalar path) a row's first block does the whole row
+// and the others have nothing to do.
+//
 // Both divide by l at the end; a query that attends to no key (all masked) is written as 0, as the
 // tile kernels do. Semantics (causal top-left aligned, bool/float masks read by strides, broadcast
 // dimensions with stride 0, grouped-query heads h / (H / Hk)) are those of attention.cuh.
@@ -41,6 +50,12 @@
 #define LM_DV @DV@
 #define LM_VECTOR @DECODE_VECTOR@
 #define LM_SCORES @DECODE_SCORES@  // scores staged in shared memory: the larger of the two chunks
+#define LM_SPLIT @DECODE_SPLIT@    // blocks per row (a power of two up to 8)
+#if LM_SPLIT > 1 && LM_VECTOR && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define LM_CLUSTERED 1
+#else
+#define LM_CLUSTERED 0
+#endif
 
 __device__ __forceinline__ @T@ LM_KERNEL_in(const @IN_T@* __restrict__ base, lm_i64 offset) {
   return (@T@)@FROM_IN@(base[offset]);
@@ -94,6 +109,10 @@ struct LM_KERNEL_shared {
   @T@ p[LM_SCORES];
   @T@ max_slots[LM_WARPS], sum_slots[LM_WARPS];
   @T@ partial[LM_WARPS][LM_DV];
+#if LM_CLUSTERED
+  @T@ part_out[LM_DV];  // this block's slice of the row: its unnormalized output, max and sum
+  @T@ part_m, part_l;
+#endif
 };
 
 // A chunk's online-softmax step, after its scores are in s.p[0, keys) and this thread's largest is
@@ -254,7 +273,72 @@ __device__ __forceinline__ void LM_KERNEL_unpack(const lm_vec16& v, @T@ (&f)[LM_
   for (int x = 0; x < LM_E; ++x) f[x] = LM_KERNEL_in(e, x);
 }
 
-__device__ __forceinline__ void LM_KERNEL_vector_row(const LM_KERNEL_params& p, lm_i64 lm_row, LM_KERNEL_shared& s) {
+#if LM_CLUSTERED
+__device__ __forceinline__ unsigned int LM_KERNEL_cluster_rank() {
+  unsigned int rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  return rank;
+}
+
+// Every thread of the cluster's blocks arrives, then waits for all: shared-memory writes before it
+// are visible to the cluster after it.
+__device__ __forceinline__ void LM_KERNEL_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// `local` (this block's shared memory) in block `rank` of the cluster.
+__device__ __forceinline__ @T@ LM_KERNEL_cluster_load(const @T@* local, unsigned int rank) {
+  const unsigned int address = (unsigned int)__cvta_generic_to_shared(local);
+  unsigned int remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
+  @T@ value;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(value) : "r"(remote) : "memory");
+  return value;
+}
+
+// The row from its LM_SPLIT slices (see the top): each block publishes its slice, the first block
+// adds them in the order of the blocks and stores the row.
+__device__ __forceinline__ void LM_KERNEL_combine_parts(const LM_KERNEL_params& p, lm_i64 row, LM_KERNEL_shared& s,
+                                                        @T@ m, @T@ l) {
+  for (int d = threadIdx.x; d < LM_DV; d += LM_THREADS) {
+    @T@ lm_sum = s.partial[0][d];
+#pragma unroll
+    for (int w = 1; w < LM_WARPS; ++w) lm_sum += s.partial[w][d];
+    s.part_out[d] = lm_sum;
+  }
+  if (threadIdx.x == 0) {
+    s.part_m = m;
+    s.part_l = l;
+  }
+  LM_KERNEL_cluster_sync();  // every slice is published
+  if (LM_KERNEL_cluster_rank() == 0) {
+    @T@ lm_scale[LM_SPLIT], lm_max = @NEG_INF@, lm_total = 0;
+#pragma unroll
+    for (int c = 0; c < LM_SPLIT; ++c) {
+      lm_scale[c] = LM_KERNEL_cluster_load(&s.part_m, c);
+      lm_max = fmax(lm_max, lm_scale[c]);
+    }
+#pragma unroll
+    for (int c = 0; c < LM_SPLIT; ++c) {
+      // A slice that saw no key (max -inf) adds nothing, also when no slice saw one.
+      lm_scale[c] = lm_scale[c] == @NEG_INF@ ? (@T@)0 : @EXP@(lm_scale[c] - lm_max);
+      lm_total += LM_KERNEL_cluster_load(&s.part_l, c) * lm_scale[c];
+    }
+    const @T@ lm_inverse = lm_total > 0 ? (@T@)1 / lm_total : (@T@)0;  // no key at all: 0, as LM_KERNEL_finish
+    @OUT_T@* const lm_out = p.out + row * (lm_i64)LM_DV;
+    for (int d = threadIdx.x; d < LM_DV; d += LM_THREADS) {
+      @T@ lm_sum = 0;
+#pragma unroll
+      for (int c = 0; c < LM_SPLIT; ++c) lm_sum += LM_KERNEL_cluster_load(&s.part_out[d], c) * lm_scale[c];
+      lm_out[d] = LM_KERNEL_store(lm_sum * lm_inverse);
+    }
+  }
+  LM_KERNEL_cluster_sync();  // the slices stay until the first block has read them
+}
+#endif
+
+__device__ __forceinline__ void LM_KERNEL_vector_row(const LM_KERNEL_params& p, lm_i64 lm_row, LM_KERNEL_shared& s,
+                                                     int lm_part, int lm_parts) {
   static_assert(LM_KEY_LANES * LM_E == LM_D && 32 % LM_KEY_LANES == 0, "key rows of whole vectors, lanes dividing a warp");
   static_assert(LM_VALUE_LANES * LM_E == LM_DV && 32 % LM_VALUE_LANES == 0, "value rows likewise");
   static_assert(LM_VALUE_LOADS * LM_THREADS == LM_VECTOR_KEYS * LM_VALUE_LANES && LM_VECTOR_KEYS <= LM_SCORES,
@@ -272,8 +356,12 @@ __device__ __forceinline__ void LM_KERNEL_vector_row(const LM_KERNEL_params& p, 
   @T@ lm_m = lm_neg_inf, lm_l = 0, lm_acc[LM_E];
 #pragma unroll
   for (int x = 0; x < LM_E; ++x) lm_acc[x] = 0;
-  for (lm_i64 lm_k0 = 0; lm_k0 < r.key_end; lm_k0 += LM_VECTOR_KEYS) {
-    const int lm_keys = (int)(r.key_end - lm_k0 < LM_VECTOR_KEYS ? r.key_end - lm_k0 : LM_VECTOR_KEYS);
+  // This block's slice of the keys: [lm_begin, lm_end).
+  const lm_i64 lm_per_part = (r.key_end + lm_parts - 1) / lm_parts;
+  const lm_i64 lm_begin = lm_part * lm_per_part;
+  const lm_i64 lm_end = lm_begin + lm_per_part < r.key_end ? lm_begin + lm_per_part : r.key_end;
+  for (lm_i64 lm_k0 = lm_begin; lm_k0 < lm_end; lm_k0 += LM_VECTOR_KEYS) {
+    const int lm_keys = (int)(lm_end - lm_k0 < LM_VECTOR_KEYS ? lm_end - lm_k0 : LM_VECTOR_KEYS);
     // 1. Every key, value and mask element of the chunk is requested before any is used. Key load
     // u of thread t is key u * (LM_THREADS / LM_KEY_LANES) + t / LM_KEY_LANES; values likewise.
     lm_vec16 lm_key_vectors[LM_KEY_LOADS], lm_value_vectors[LM_VALUE_LOADS];
@@ -354,6 +442,12 @@ __device__ __forceinline__ void LM_KERNEL_vector_row(const LM_KERNEL_params& p, 
     for (int x = 0; x < LM_E; ++x) s.partial[lm_warp][lm_value_piece * LM_E + x] = lm_acc[x];
   }
   __syncthreads();
+#if LM_CLUSTERED
+  if (lm_parts > 1) {
+    LM_KERNEL_combine_parts(p, lm_row, s, lm_m, lm_l);
+    return;
+  }
+#endif
   LM_KERNEL_finish(p, lm_row, s, lm_l);
 }
 #undef LM_E
@@ -364,21 +458,33 @@ __device__ __forceinline__ void LM_KERNEL_vector_row(const LM_KERNEL_params& p, 
 #undef LM_VALUE_LOADS
 #endif
 
-extern "C" __global__ void __launch_bounds__(LM_THREADS) LM_KERNEL(const LM_KERNEL_params p) {
+#if LM_CLUSTERED
+#define LM_CLUSTER_DIMS __cluster_dims__(LM_SPLIT, 1, 1)
+#else
+#define LM_CLUSTER_DIMS
+#endif
+
+// LM_SPLIT consecutive blocks per row (the grid is a multiple of LM_SPLIT).
+extern "C" __global__ void __launch_bounds__(LM_THREADS) LM_CLUSTER_DIMS LM_KERNEL(const LM_KERNEL_params p) {
   lm_kernel_entry();
   const lm_i64 lm_rows = (lm_i64)(@B@) * (@H@) * (@LQ@);
   __shared__ LM_KERNEL_shared lm_shared;
+  const int lm_part = (int)(blockIdx.x % LM_SPLIT);
 #if LM_VECTOR
-  const bool lm_vector = LM_KERNEL_vectorizable(p);
+  const bool lm_vector = LM_KERNEL_vectorizable(p);  // the same for every block
 #endif
-  for (lm_i64 lm_row = blockIdx.x; lm_row < lm_rows; lm_row += gridDim.x) {
+  for (lm_i64 lm_row = blockIdx.x / LM_SPLIT; lm_row < lm_rows; lm_row += gridDim.x / LM_SPLIT) {
 #if LM_VECTOR
     if (lm_vector) {
-      LM_KERNEL_vector_row(p, lm_row, lm_shared);
+      if (LM_CLUSTERED) {
+        LM_KERNEL_vector_row(p, lm_row, lm_shared, lm_part, LM_SPLIT);
+      } else if (lm_part == 0) {
+        LM_KERNEL_vector_row(p, lm_row, lm_shared, 0, 1);
+      }
       continue;
     }
 #endif
-    LM_KERNEL_scalar_row(p, lm_row, lm_shared);
+    if (lm_part == 0) LM_KERNEL_scalar_row(p, lm_row, lm_shared);
   }
 }
 #undef LM_CHUNK
@@ -388,3 +494,6 @@ extern "C" __global__ void __launch_bounds__(LM_THREADS) LM_KERNEL(const LM_KERN
 #undef LM_DV
 #undef LM_VECTOR
 #undef LM_SCORES
+#undef LM_SPLIT
+#undef LM_CLUSTERED
+#undef LM_CLUSTER_DIMS

@@ -50,6 +50,9 @@ void check_common(const std::string& where, const KernelSchedule& schedule) {
                                     " threads per output"));
   }
   if (schedule.mapping != Mapping::Pieces && schedule.pieces != 1) refuse(where, schedule, "pieces without Pieces");
+  if (schedule.mapping != Mapping::Attention && schedule.key_split != 1) {
+    refuse(where, schedule, "key_split without Attention");
+  }
   if (schedule.mapping == Mapping::GroupedRows) {
     if (schedule.block_size != schedule::kGroupedRowsThreads) {
       refuse(where, schedule, "the grouped-rows template runs 128 threads per block (four warps of 32x32)");
@@ -59,6 +62,10 @@ void check_common(const std::string& where, const KernelSchedule& schedule) {
       refuse(where, schedule, "the attention template runs 128 threads per block (four warps)");
     }
     if (schedule.vector_width != 1) refuse(where, schedule, "the attention template has no float4 folds");
+    const int split = schedule.key_split;
+    if (split < 1 || split > schedule::kMaxKeySplit || (split & (split - 1)) != 0) {
+      refuse(where, schedule, str_cat("key_split must be a power of 2 up to ", schedule::kMaxKeySplit));
+    }
   } else if (schedule.block_size < 32 || schedule.block_size > 1024 || schedule.block_size % 32 != 0) {
     refuse(where, schedule, "the block size must be a multiple of 32 in [32, 1024]");
   }

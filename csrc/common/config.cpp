@@ -80,6 +80,7 @@ Config read_config(const char* (*lookup)(const char* name)) {
   c.group_gemvs = search_enabled(lookup("LUMINAL_GEMV_GROUP"));   // on unless "0" (or "")
   c.group_kernels = search_enabled(lookup("LUMINAL_KERNEL_GROUP"));  // on unless "0" (or "")
   c.fuse_swiglu = search_enabled(lookup("LUMINAL_GEMV_GLU"));        // on unless "0" (or "")
+  c.split_attention_keys = search_enabled(lookup("LUMINAL_ATTENTION_SPLIT"));  // on unless "0" (or "")
   c.convolution = cudnn_choice(lookup("LUMINAL_CONVOLUTION"));
   c.attention = cudnn_choice(lookup("LUMINAL_ATTENTION"));
   read_gemv_choice(lookup("LUMINAL_GEMV"), c);

@@ -72,6 +72,8 @@ struct Config {
   bool group_kernels = true;
   // LUMINAL_GEMV_GLU (false: "0"): a SwiGLU's gate and up products store its values (one launch).
   bool fuse_swiglu = true;
+  // LUMINAL_ATTENTION_SPLIT (false: "0"): a decode row's keys are split over a cluster of blocks.
+  bool split_attention_keys = true;
   CudnnChoice convolution = CudnnChoice::Measured;  // LUMINAL_CONVOLUTION
   CudnnChoice attention = CudnnChoice::Measured;    // LUMINAL_ATTENTION
   GemvChoice gemv = GemvChoice::Measured;  // LUMINAL_GEMV

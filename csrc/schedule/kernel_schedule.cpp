@@ -35,7 +35,7 @@ const char* mapping_name(Mapping mapping) {
 bool KernelSchedule::operator==(const KernelSchedule& other) const {
   return mapping == other.mapping && block_size == other.block_size && threads_per_output == other.threads_per_output &&
          vector_width == other.vector_width && unroll == other.unroll && pieces == other.pieces &&
-         row_vector == other.row_vector;
+         row_vector == other.row_vector && key_split == other.key_split;
 }
 
 std::string to_string(const KernelSchedule& s) {
@@ -43,6 +43,7 @@ std::string to_string(const KernelSchedule& s) {
                               " threads/output, vector ", s.vector_width, ", unroll ", s.unroll);
   if (s.mapping == Mapping::Pieces || s.pieces != 1) text += str_cat(", ", s.pieces, " pieces");
   if (is_row_mapping(s.mapping) || s.row_vector != 1) text += str_cat(", row vector ", s.row_vector);
+  if (s.key_split != 1) text += str_cat(", key split ", s.key_split);
   return text + ")";
 }
 
@@ -333,6 +334,15 @@ KernelSchedule with_mapping(Mapping mapping, int pieces = 1) {
   return s;
 }
 
+// Attention: kMaxKeySplit blocks per row, halved while a static key count leaves a block fewer than
+// kMinKeysPerSlice keys.
+int attention_key_split(const Expr& keys) {
+  const std::optional<int64_t> count = ir::as_int_const(keys);
+  int split = kMaxKeySplit;
+  while (count && split > 1 && *count / split < kMinKeysPerSlice) split /= 2;
+  return split;
+}
+
 void check_kernel_node(const Node& node) {
   LUMINAL_CHECK(node.contraction != ir::Contraction::None || node.kind == NodeKind::Pointwise ||
                     node.kind == NodeKind::Reduce || node.kind == NodeKind::Scatter ||
@@ -345,7 +355,11 @@ void check_kernel_node(const Node& node) {
 KernelSchedule choose_schedule(const Node& node, const std::vector<OperandInfo>& operands) {
   check_kernel_node(node);
   if (node.contraction != ir::Contraction::None) return with_mapping(Mapping::GroupedRows);
-  if (node.kind == NodeKind::Attention) return with_mapping(Mapping::Attention);
+  if (node.kind == NodeKind::Attention) {
+    KernelSchedule s = with_mapping(Mapping::Attention);
+    s.key_split = attention_key_split(operands.at(1).shape.at(2));
+    return s;
+  }
   KernelSchedule s;
   std::vector<Expr> bodies{node.body};
   if (node.kind == NodeKind::Scatter) {

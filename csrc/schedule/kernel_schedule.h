@@ -69,6 +69,8 @@ constexpr int kNodeBlock = 256;            // threads per block of node kernels
 constexpr int kGroupedRowsThreads = 128;   // threads per 64x64 tile (four warps of 32x32)
 constexpr int kRowBlock = 32;              // row kernels: one warp per block, many SMs busy
 constexpr int kAttentionThreads = 128;     // attention: four warps per block, one tile of queries
+constexpr int kMaxKeySplit = 8;            // attention: at most this many blocks per decode row...
+constexpr int64_t kMinKeysPerSlice = 32;   // ... each with at least this many keys of a static count
 constexpr int kBlockRowThreads = 256;       // BlockPerRow: threads per row (one block)
 constexpr int64_t kBlockRowMaxRows = 32;    // BlockPerRow by rule: at most this many rows (static)...
 constexpr int64_t kBlockRowMinLength = 1024;  // ... of at least this static length
@@ -97,6 +99,11 @@ struct KernelSchedule {
   // stay for the other case). Without it a lane of a 2048-wide bf16 row waited on 64 dependent
   // 2-byte loads per pass: 43 us per RMSNorm of a decode step on an H100.
   int row_vector = 1;
+  // Attention only: blocks per decode row (1, 2, 4 or 8), each scoring a slice of the row's keys
+  // (attention_decode.cuh's vector path, a cluster of blocks on sm_90+; codegen renders one block
+  // per row where that path does not apply). A decode row's keys in one block waited on one SM's
+  // loads.
+  int key_split = 1;
 
   bool operator==(const KernelSchedule& other) const;
   bool operator!=(const KernelSchedule& other) const { return !(*this == other); }
@@ -123,7 +130,9 @@ class ScheduleError : public Error {
 
 // Today's rules, for a node kernel (Pointwise, Reduce, Scatter, Attention or a grouped-rows
 // contraction):
-//   grouped-rows contraction -> GroupedRows; scatter -> Scatter; attention -> Attention;
+//   grouped-rows contraction -> GroupedRows; scatter -> Scatter; attention -> Attention with
+//     key_split kMaxKeySplit, halved while a static key count leaves a slice fewer than
+//     kMinKeysPerSlice keys;
 //   reduction -> WarpPerOutput when the reduction is static and some load's innermost index
 //     varies with it (consecutive steps read consecutive memory), else ThreadPerOutput;
 //   pointwise -> Pieces for 2..256 pieces (passes::split_pointwise), else WarpPerRow with a

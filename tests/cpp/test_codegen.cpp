@@ -329,6 +329,33 @@ TEST(CodegenGolden, DecodeAttentionKernelDoesNotSpill) {
 #endif
 }
 
+// The schedule's key_split: the decode kernel's blocks per row (the launch's outputs) and its
+// LM_SPLIT; one block per row where the vector path is not compiled (a head of 40 f32 elements is
+// no power of two of 16-byte vectors); other splits are refused.
+TEST(CodegenSchedules, DecodeAttentionRendersTheKeySplit) {
+  const auto render_split = [](DType dtype, int64_t head_size, int split) {
+    GraphFixture f;
+    const NodeId q = f.input(dtype, {int_const(2), int_const(4), int_const(1), int_const(head_size)});
+    const NodeId k = f.input(dtype, {int_const(2), int_const(4), int_const(256), int_const(head_size)});
+    const NodeId v = f.input(dtype, {int_const(2), int_const(4), int_const(256), int_const(head_size)});
+    f.b().set_origin("attention");
+    const NodeId out = f.b().attention(q, k, v, std::nullopt, 0.125, false);
+    KernelSchedule s = schedule::choose_schedule(f.graph().node(out), operands_of(f.graph(), out, Layout::Strided));
+    s.key_split = split;
+    return codegen::render_kernel(f.graph().node(out), operands_of(f.graph(), out, Layout::Strided), s);
+  };
+  for (const int split : {1, 2, 8}) {
+    const Kernel kernel = render_split(DType::BF16, 64, split);
+    EXPECT_EQ(ir::as_int_const(kernel.outputs).value_or(-1), 2 * 4 * split) << split;
+    EXPECT_NE(kernel.source.find(str_cat("#define LM_SPLIT ", split, " ")), std::string::npos) << kernel.source;
+  }
+  const Kernel scalar = render_split(DType::F32, 40, 8);
+  EXPECT_EQ(ir::as_int_const(scalar.outputs).value_or(-1), 2 * 4);
+  EXPECT_NE(scalar.source.find("#define LM_SPLIT 1 "), std::string::npos) << scalar.source;
+  EXPECT_THROW(render_split(DType::BF16, 64, 3), schedule::ScheduleError);
+  EXPECT_THROW(render_split(DType::BF16, 64, 16), schedule::ScheduleError);
+}
+
 // ------------------------------------------------------------------------------------------------
 // Schedules as inputs
 // ------------------------------------------------------------------------------------------------

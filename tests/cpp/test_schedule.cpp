@@ -186,6 +186,27 @@ TEST(ScheduleRules, ScatterGroupedRowsAndRowKernels) {
   EXPECT_EQ(rows.vector_width, 1);
 }
 
+// A decode row's keys are split over up to eight blocks, each with at least 32 keys of a static
+// count; a symbolic count gets eight.
+TEST(ScheduleRules, AttentionSplitsKeysByTheirCount) {
+  const auto split_for = [](ir::Expr keys) {
+    GraphFixture f;
+    const NodeId q = f.input(DType::BF16, {int_const(1), int_const(4), int_const(1), int_const(64)});
+    const NodeId k = f.input(DType::BF16, {int_const(1), int_const(4), keys, int_const(64)});
+    const NodeId v = f.input(DType::BF16, {int_const(1), int_const(4), keys, int_const(64)});
+    const KernelSchedule s = chosen(f, f.b().attention(q, k, v, std::nullopt, 0.125, false), Layout::Strided);
+    EXPECT_EQ(s.mapping, Mapping::Attention);
+    return s.key_split;
+  };
+  EXPECT_EQ(split_for(int_const(256)), 8);
+  EXPECT_EQ(split_for(int_const(300)), 8);
+  EXPECT_EQ(split_for(int_const(255)), 4);
+  EXPECT_EQ(split_for(int_const(70)), 2);
+  EXPECT_EQ(split_for(int_const(63)), 1);
+  EXPECT_EQ(split_for(int_const(1)), 1);
+  EXPECT_EQ(split_for(ir::symbol("s0")), 8);
+}
+
 TEST(ScheduleRules, NodesWithoutKernelsAreRefused) {
   GraphFixture f;
   const NodeId x = f.input(DType::F32, {int_const(4)});
@@ -239,6 +260,14 @@ TEST(ScheduleValues, PrintAndCompare) {
   pieces.pieces = 3;
   EXPECT_EQ(schedule::to_string(pieces), "pieces(block 256, 1 threads/output, vector 1, unroll 1, 3 pieces)");
   EXPECT_NE(s, pieces);
+  KernelSchedule split;
+  split.mapping = Mapping::Attention;
+  split.block_size = split.threads_per_output = 128;
+  split.key_split = 4;
+  EXPECT_EQ(schedule::to_string(split), "attention(block 128, 128 threads/output, vector 1, unroll 1, key split 4)");
+  KernelSchedule one = split;
+  one.key_split = 1;
+  EXPECT_NE(one, split);
   KernelSchedule copy = s;
   EXPECT_EQ(copy, s);
   copy.block_size = 128;

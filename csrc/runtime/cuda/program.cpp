@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/config.h"
 #include "common/error.h"
 #include "passes/passes.h"
 #include "passes/stage_library_operands.h"
@@ -162,6 +163,11 @@ CudaProgram build_cuda_program(std::shared_ptr<const ir::Graph> graph, schedule:
   program.graph = std::move(graph);
   program.plan = std::move(plan);
   program.staging_copies = staging_copies;
+  if (!config()->split_attention_keys) {  // LUMINAL_ATTENTION_SPLIT=0: one block per decode row
+    for (schedule::Step& step : program.plan.steps) {
+      if (step.schedule && step.schedule->mapping == schedule::Mapping::Attention) step.schedule->key_split = 1;
+    }
+  }
   program.buffers = plan_buffers(*program.graph, program.plan);
   generate_kernels(program);
   plan_kernel_groups(program);
