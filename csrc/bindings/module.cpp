@@ -361,21 +361,27 @@ class PyCompiledGraph {
     runtime::CudaCallContext cuda;
     LUMINAL_CHECK(!on_cuda, "CUDA tensors given, but this luminal was built against a CPU-only torch");
 #endif
+    // Owning handles of the inputs written back after the run (none where every update is in
+    // place): the GIL is released during it, and another thread may replace the fixed inputs.
+    std::vector<std::pair<size_t, at::Tensor>> write_back;
+    for (size_t k = 0; k < infos.size(); ++k) {
+      if (infos[k].mutated_input < 0 || written_in_place[k]) continue;
+      write_back.emplace_back(k, *inputs.at(infos[k].mutated_input));
+    }
     const auto allocated = std::chrono::steady_clock::now();
     {
       py::gil_scoped_release no_gil;
       core_->run(views, out_views, symbols, on_cuda ? &cuda : nullptr);
     }
     const auto ran = std::chrono::steady_clock::now();
-    py::list results;
     size_t copied = 0;
+    for (auto& [k, target] : write_back) {
+      target.copy_(tensors[k]);
+      copied += tensors[k].nbytes();
+    }
+    py::list results;
     for (size_t k = 0; k < infos.size(); ++k) {
-      if (infos[k].mutated_input >= 0) {
-        if (written_in_place[k]) continue;
-        inputs.at(infos[k].mutated_input)->copy_(tensors[k]);
-        copied += tensors[k].nbytes();
-        continue;
-      }
+      if (infos[k].mutated_input >= 0) continue;
       if (infos[k].is_tensor) {
         results.append(tensors[k]);
       } else {
