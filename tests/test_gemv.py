@@ -20,7 +20,17 @@ from helpers import assert_same, capturing_backend, rand, set_env
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
-CONFIGS = ["n1 k1 w4 u4", "n2 k1 w4 u4", "n4 k1 w2 u2", "n1 k4 w1 u4", "n2 k4 w1 u2", "n1 k8 w1 u2"]
+CONFIGS = [
+    "n1 k1 w4 u4",
+    "n2 k1 w4 u4",
+    "n4 k1 w2 u2",
+    "n1 k4 w1 u4",
+    "n2 k4 w1 u2",
+    "n1 k8 w1 u2",
+    "n1 k1 w4 u8",
+    "n1 k4 w1 u8",
+    "n1 k8 w1 u4",
+]
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 SIZES = [(64, 40), (67, 37), (520, 136)]  # (K, N)
 

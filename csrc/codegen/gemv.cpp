@@ -15,9 +15,12 @@ namespace {
 
 // What is timed against cuBLASLt: a warp per output (4 per block), two or four outputs per warp
 // (a's vectors reused from registers: more rows), and split K over 4 or 8 warps (few outputs,
-// long K: enough warps in flight to cover the memory latency).
+// long K: enough warps in flight to cover the memory latency). The last three request a lane's
+// whole share of K at once where K is 2048 (one warp per output) or 8192 (4 or 8 warps): one
+// memory round trip per block instead of two.
 constexpr GemvConfig kGemvConfigs[] = {
-    {1, 1, 4, 4}, {2, 1, 4, 4}, {4, 1, 2, 2}, {1, 4, 1, 4}, {2, 4, 1, 2}, {1, 8, 1, 2},
+    {1, 1, 4, 4}, {2, 1, 4, 4}, {4, 1, 2, 2}, {1, 4, 1, 4}, {2, 4, 1, 2},
+    {1, 8, 1, 2}, {1, 1, 4, 8}, {1, 4, 1, 8}, {1, 8, 1, 4},
 };
 
 }  // namespace

@@ -370,14 +370,17 @@ void check_pairs() {
     check_pair<K, 1, 4, 1, 4>(n, 256, rng);
     check_pair<K, 2, 4, 1, 2>(n, 64, rng);
     check_pair<K, 1, 8, 1, 2>(n, 512, rng);
+    check_pair<K, 1, 1, 4, 8>(n, 512, rng);
+    check_pair<K, 1, 4, 1, 8>(n, 1024, rng);
+    check_pair<K, 1, 8, 1, 4>(n, 1024, rng);
   }
 }
 
 // Every configuration of codegen/gemv.cpp (the test checks the two lists agree).
 template <typename K>
 void check_every_configuration() {
-  std::vector<std::string> emulated = {"n1 k1 w4 u4", "n2 k1 w4 u4", "n4 k1 w2 u2",
-                                       "n1 k4 w1 u4", "n2 k4 w1 u2", "n1 k8 w1 u2"};
+  std::vector<std::string> emulated = {"n1 k1 w4 u4", "n2 k1 w4 u4", "n4 k1 w2 u2", "n1 k4 w1 u4", "n2 k4 w1 u2",
+                                       "n1 k8 w1 u2", "n1 k1 w4 u8", "n1 k4 w1 u8", "n1 k8 w1 u4"};
   std::vector<std::string> generated;
   for (const luminal::codegen::GemvConfig& config : luminal::codegen::gemv_configs(K::rows)) {
     generated.push_back(config.name());
@@ -390,7 +393,10 @@ void check_every_configuration() {
   vectorized += check_problems<K, 1, 4, 1, 4>(rng);
   vectorized += check_problems<K, 2, 4, 1, 2>(rng);
   vectorized += check_problems<K, 1, 8, 1, 2>(rng);
-  EXPECT_GE(vectorized, 6 * 4) << "the vector loop ran too rarely to be tested";
+  vectorized += check_problems<K, 1, 1, 4, 8>(rng);
+  vectorized += check_problems<K, 1, 4, 1, 8>(rng);
+  vectorized += check_problems<K, 1, 8, 1, 4>(rng);
+  EXPECT_GE(vectorized, 9 * 4) << "the vector loop ran too rarely to be tested";
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "common/error.h"
@@ -153,6 +154,15 @@ int compute_capability(int device) {
 }
 
 std::string device_arch(int device) { return str_cat("sm_", compute_capability(device)); }
+
+size_t l2_cache_bytes(int device) {
+  const DriverApi& api = driver();
+  CUdevice dev;
+  check(api.cuDeviceGet(&dev, device), "cuDeviceGet");
+  int bytes = 0;
+  check(api.cuDeviceGetAttribute(&bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev), "cuDeviceGetAttribute");
+  return static_cast<size_t>(std::max(bytes, 0));
+}
 
 void check(CUresult result, const char* call) {
   if (result == CUDA_SUCCESS) return;

@@ -172,6 +172,8 @@ CUcontext use_primary_context(int device);
 int compute_capability(int device);
 // The device's architecture for NVRTC: "sm_90".
 std::string device_arch(int device);
+// The device's L2 cache in bytes (50 MiB on an H100).
+size_t l2_cache_bytes(int device);
 
 // Raise luminal::Error naming the call and the library's error text.
 void check(CUresult result, const char* call);

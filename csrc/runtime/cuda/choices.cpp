@@ -83,9 +83,23 @@ std::string force_generated_gemv(cuda::Matmul& matmul, void* out, void* workspac
 
 }  // namespace
 
+const cuda::L2Flush* L2FlushScratch::get() {
+  if (!tried_) {
+    tried_ = true;
+    const size_t bytes = 2 * cuda::l2_cache_bytes(device_);
+    try {
+      if (bytes > 0) scratch_ = allocator_.allocate(bytes, device_);
+    } catch (const std::exception&) {  // the allocator's out-of-memory error: time warm instead
+      scratch_.reset();
+    }
+    if (scratch_) flush_.emplace(reinterpret_cast<CUdeviceptr>(scratch_.get()), bytes);
+  }
+  return flush_ ? &*flush_ : nullptr;
+}
+
 std::string choose_matmul_algorithm(cuda::Matmul& matmul, void* out, void* workspace, CUstream stream,
                                     const std::string& device, const Config& settings, size_t& syncs,
-                                    ChoiceCounts& counts) {
+                                    ChoiceCounts& counts, L2FlushScratch& l2_flush) {
   if (settings.gemv == GemvChoice::Generated && matmul.has_generated()) {
     return force_generated_gemv(matmul, out, workspace, stream, settings);
   }
@@ -96,15 +110,17 @@ std::string choose_matmul_algorithm(cuda::Matmul& matmul, void* out, void* works
     return str_cat("cuBLASLt algorithm ", matmul.chosen() + 1, " of ", candidates);
   };
   if (!settings.search) return chosen() + " (by rule: cuBLASLt's best ranked)";
-  const std::string key = str_cat("matmul | ", matmul.choice_key(out), " | ", device);
+  // Choices timed with a warm L2 (before cold timing) are not reused: the key names the method.
+  const std::string key = str_cat("matmul | ", matmul.choice_key(out), " | ", device, " | timed with L2 flushed");
   std::string times;
   if (reuse_matmul_algorithm(matmul, key, out, workspace, stream, times)) {
     ++counts.hits;
     return str_cat(chosen(), " (cached: ", times, ")");
   }
-  const float ms = matmul.select_fastest(out, workspace, stream, syncs);
+  const cuda::L2Flush* flush = l2_flush.get();
+  const float ms = matmul.select_fastest(out, workspace, stream, syncs, flush);
   ++counts.misses;
-  times = str_cat(ms, " ms, the fastest of ", candidates, " timed");
+  times = str_cat(ms, " ms, the fastest of ", candidates, " timed", flush ? "" : " (warm: no memory to flush L2)");
   store_choice(key, {{"algorithm", matmul.chosen_algorithm()}, {"times", times}});
   return str_cat(chosen(), " (", times, ")");
 }

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "codegen/cuda_codegen.h"
@@ -14,6 +16,8 @@
 #include "common/config.h"
 #include "runtime/cuda/api.h"
 #include "runtime/cuda/cublaslt.h"
+#include "runtime/cuda/executor.h"
+#include "runtime/cuda/timing.h"
 
 namespace luminal::runtime::gpu {
 
@@ -27,14 +31,33 @@ struct ChoiceCounts {
 // The device and driver in words, for keys: "NVIDIA H100 80GB HBM3, sm_90, 132 SMs, driver 12080".
 std::string device_key(int device);
 
+// The L2 flush that measured choices are timed with (cuda::L2Flush): its scratch memory, twice the
+// device's L2 cache, is allocated at the first get() and released with the object.
+class L2FlushScratch {
+ public:
+  L2FlushScratch(DeviceAllocator& allocator, int device) : allocator_(allocator), device_(device) {}
+  // Null when the memory cannot be had (then choices are timed warm).
+  const cuda::L2Flush* get();
+
+ private:
+  DeviceAllocator& allocator_;
+  int device_;
+  bool tried_ = false;
+  std::shared_ptr<void> scratch_;
+  std::optional<cuda::L2Flush> flush_;
+};
+
 // Chooses `matmul`'s algorithm (its pointers final, its output `out`): the generated GEMV where
 // settings.gemv forces it (the configuration settings.gemv_config names, else by rule; raises when
 // it names none); with settings.search off, cuBLASLt's best ranked; else the stored winner when it
 // is still a candidate and runs, else the fastest as timed (cuBLASLt's algorithms and the generated
 // GEMV's configurations), then stored. Returns the choice in words ("" when there is one candidate).
+// Candidates are timed with their operands out of L2, as a CUDA graph that reads each weight once
+// per call finds them: `l2_flush` is asked for its flush only when something is timed (where none
+// could be had, they are timed warm, which the stored times say).
 std::string choose_matmul_algorithm(cuda::Matmul& matmul, void* out, void* workspace, CUstream stream,
                                     const std::string& device, const Config& settings, size_t& syncs,
-                                    ChoiceCounts& counts);
+                                    ChoiceCounts& counts, L2FlushScratch& l2_flush);
 
 // The entry of a step cuDNN may compute (a convolution, a fused attention): what was stored under
 // `key` for it.

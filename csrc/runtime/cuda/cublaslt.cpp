@@ -189,9 +189,10 @@ constexpr const char* kGeneratedPrefix = "generated gemv ";
 
 std::string Matmul::chosen_name() const { return chosen_is_generated() ? chosen_algorithm() : "cublasLt"; }
 
-float Matmul::select_fastest(void* out, void* workspace, CUstream stream, size_t& syncs) {
+float Matmul::select_fastest(void* out, void* workspace, CUstream stream, size_t& syncs, const L2Flush* flush) {
   const FastestCandidate fastest = time_candidates(
-      candidate_count(), stream, syncs, [&](size_t i) { d_->chosen = i; }, [&] { run(out, workspace, stream); });
+      candidate_count(), stream, syncs, [&](size_t i) { d_->chosen = i; }, [&] { run(out, workspace, stream); },
+      flush);
   LUMINAL_CHECK(fastest.index.has_value(), "every cuBLASLt algorithm failed to run ", describe(out), ": ",
                 fastest.last_failure);
   d_->chosen = *fastest.index;

@@ -10,6 +10,7 @@
 
 #include "common/dtype.h"
 #include "runtime/cuda/api.h"
+#include "runtime/cuda/timing.h"
 
 namespace luminal::cuda {
 
@@ -65,8 +66,9 @@ class Matmul {
   bool has_generated() const { return gemv_ != nullptr; }
   void choose_generated_by_rule();
   // Times every candidate algorithm on this stream and keeps the fastest. Returns its time per run
-  // in milliseconds; adds the host waits it cost to `syncs`.
-  float select_fastest(void* out, void* workspace, CUstream stream, size_t& syncs);
+  // in milliseconds; adds the host waits it cost to `syncs`. With `flush`, each run is timed with
+  // a cold L2 cache (time_candidates).
+  float select_fastest(void* out, void* workspace, CUstream stream, size_t& syncs, const L2Flush* flush);
   // The chosen candidate's position and its algorithm as text (cuBLASLt documents the algorithm
   // structure as serializable for reuse with the same library version).
   size_t chosen() const;

@@ -597,6 +597,7 @@ class InstanceBuilder {
   // cuBLASLt plans with final pointers; parameter inputs they read must keep their address.
   void create_library_calls() {
     const std::shared_ptr<const Config> settings = config();
+    L2FlushScratch l2_flush(*context_.allocator, context_.device);
     for (size_t m = 0; m < matmul_steps_.size(); ++m) {
       const Node& node = g_.node(steps()[matmul_steps_[m]].node);
       const std::vector<int64_t>& out = in_.buffers[node.id].sizes;
@@ -606,7 +607,8 @@ class InstanceBuilder {
       if (product(out) > 0) {
         const std::string choice = choose_matmul_algorithm(
             *in_.matmuls[m], reinterpret_cast<void*>(in_.buffers[node.id].ptr), in_.workspace,
-            static_cast<CUstream>(context_.stream), device_key(device_.device), *settings, host_syncs_, in_.choice_counts);
+            static_cast<CUstream>(context_.stream), device_key(device_.device), *settings, host_syncs_,
+            in_.choice_counts, l2_flush);
         if (!choice.empty()) in_.choices.push_back(str_cat(describe_step(node), ": ", choice));
       }
       for (NodeId operand : node.inputs) {
