@@ -68,6 +68,7 @@ class L2Flush {
 // each after `flush` and between its own two events; the median. Waits for the stream once.
 template <typename Run>
 float time_cold_on_stream(CUstream stream, int repeats, size_t& syncs, const L2Flush& flush, const Run& run) {
+  LUMINAL_CHECK(repeats > 0, "internal error: a cold timing of ", repeats, " runs");
   const DriverApi& api = driver();
   run();
   std::vector<TimingEvent> starts(static_cast<size_t>(repeats)), ends(static_cast<size_t>(repeats));
