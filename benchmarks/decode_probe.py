@@ -227,7 +227,9 @@ def main() -> int:
         step = llm_bench._DecodeStep(model, cache, keep)
         variants = [Variant(name, step, steps) for name in args.variants]
         for variant in variants:
-            sync_ms(variant, steps, 8)  # warm-up
+            sync_ms(variant, steps, 8)  # warm-up: its host times are not kept
+            variant.host.clear()
+            variant.wall_us.clear()
         for _ in range(args.rounds):
             for variant in variants:
                 variant.sync.append(sync_ms(variant, steps))
@@ -237,8 +239,8 @@ def main() -> int:
 
     rows = []
     for variant in variants:
-        cuda = variant.stats().get("cuda", {})
-        calls_made = cuda.get("calls") or 1
+        engine = variant.stats().get("cuda", {})
+        calls_made = engine.get("calls") or 1
         row = {
             "variant": variant.name,
             "sync_ms": statistics.median(variant.sync),
@@ -247,11 +249,11 @@ def main() -> int:
             "pipelined_rounds": variant.pipelined,
             "host_us": {part: statistics.median(values) for part, values in variant.host.items()},
             "host_wall_us": statistics.median(variant.wall_us),
-            "pointer_updates_per_call": (cuda.get("pointer_updates") or 0) / calls_made,
-            "graph_nodes": cuda.get("graph_nodes"),
-            "launches_per_call": cuda.get("launches_per_call"),
+            "pointer_updates_per_call": (engine.get("pointer_updates") or 0) / calls_made,
+            "graph_nodes": engine.get("graph_nodes"),
+            "launches_per_call": engine.get("launches_per_call"),
             "max_error_relative": llm_bench.relative_error(variant.first, expected),
-            "choices": cuda.get("choices", []),
+            "choices": engine.get("choices", []),
         }
         rows.append(row)
         host = " ".join(f"{part} {value:.1f}" for part, value in row["host_us"].items())
