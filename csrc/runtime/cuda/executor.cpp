@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -18,6 +19,7 @@
 #include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/instance.h"
 #include "runtime/cuda/nvrtc.h"
+#include "runtime/cuda/timing.h"
 
 namespace luminal::runtime::gpu {
 
@@ -311,79 +313,65 @@ void Executor::run_steps_one_by_one(Instance& instance, void* raw_stream) {
   const CUstream stream = static_cast<CUstream>(raw_stream);
   const cuda::DriverApi& api = cuda::driver();
   struct Timed {
+    Timed(int timed_node, std::string timed_what) : node(timed_node), what(std::move(timed_what)) {}
     int node;
     std::string what;
-    CUevent start = nullptr, end = nullptr;
+    cuda::TimingEvent start, end;  // released with the list, also when a launch raises
   };
-  std::vector<Timed> timed;
+  std::deque<Timed> timed;  // built in place: events do not move
   const std::vector<schedule::Step>& steps = program_->plan.steps;
   const ir::Graph& graph = *program_->graph;
-  timed.reserve(steps.size());
-  const auto destroy_events = [&] {
-    for (const Timed& t : timed) {
-      if (t.start) api.cuEventDestroy(t.start);
-      if (t.end) api.cuEventDestroy(t.end);
+  size_t launch_index = 0, matmul_index = 0, cudnn_index = 0;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const schedule::Step& step = steps[s];
+    const Node& node = graph.node(step.node);
+    const bool is_matmul = step.kind == StepKind::LibraryMatmul;
+    if (is_matmul && product(instance.buffers[node.id].sizes) == 0) {
+      ++matmul_index;
+      continue;
     }
-  };
-  try {
-    size_t launch_index = 0, matmul_index = 0, cudnn_index = 0;
-    for (size_t s = 0; s < steps.size(); ++s) {
-      const schedule::Step& step = steps[s];
-      const Node& node = graph.node(step.node);
-      const bool is_matmul = step.kind == StepKind::LibraryMatmul;
-      if (is_matmul && product(instance.buffers[node.id].sizes) == 0) {
-        ++matmul_index;
-        continue;
-      }
-      const auto timed_step = [&](const std::string& what, const auto& launch_it) {
-        Timed& t = timed.emplace_back(Timed{node.id, what});
-        LUMINAL_CU(api.cuEventCreate(&t.start, CU_EVENT_DEFAULT));
-        LUMINAL_CU(api.cuEventCreate(&t.end, CU_EVENT_DEFAULT));
-        LUMINAL_CU(api.cuEventRecord(t.start, stream));
-        launch_it();
-        LUMINAL_CU(api.cuEventRecord(t.end, stream));
-      };
-      if (is_matmul) {
-        timed_step(instance.matmuls[matmul_index]->chosen_name(), [&] {
-          instance.matmuls[matmul_index++]->run(reinterpret_cast<void*>(instance.buffers[node.id].ptr),
-                                                instance.workspace, stream);
-        });
-        continue;
-      }
-      if (cudnn_index < instance.cudnn_steps.size() && instance.cudnn_steps[cudnn_index].step == s) {
-        const Instance::CudnnStep& call = instance.cudnn_steps[cudnn_index++];
-        timed_step(call.library->chosen_name(),
-                   [&] { run_cudnn_step(instance, call, node, static_cast<CUstream>(stream)); });
-        continue;
-      }
-      for (; launch_index < instance.launches.size() && instance.launches[launch_index].step == s; ++launch_index) {
-        Instance::Launch& launch = instance.launches[launch_index];
-        if (!launch.enabled) continue;
-        timed_step(program_->kernels[launch.kernel].name, [&] {
-          void* args[] = {launch.fields.data()};
-          const CUDA_KERNEL_NODE_PARAMS p =
-              kernel_node(device_->functions[launch.kernel], program_->kernels[launch.kernel], launch.grid, args);
-          LUMINAL_CU(api.cuLaunchKernel(p.func, p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY,
-                                        p.blockDimZ, 0, stream, p.kernelParams, nullptr));
-        });
-      }
+    const auto timed_step = [&](const std::string& what, const auto& launch_it) {
+      Timed& t = timed.emplace_back(node.id, what);
+      LUMINAL_CU(api.cuEventRecord(t.start.get(), stream));
+      launch_it();
+      LUMINAL_CU(api.cuEventRecord(t.end.get(), stream));
+    };
+    if (is_matmul) {
+      timed_step(instance.matmuls[matmul_index]->chosen_name(), [&] {
+        instance.matmuls[matmul_index++]->run(reinterpret_cast<void*>(instance.buffers[node.id].ptr),
+                                              instance.workspace, stream);
+      });
+      continue;
     }
-    ++stats_.host_syncs;
-    if (!timed.empty()) LUMINAL_CU(api.cuEventSynchronize(timed.back().end));
-    float total = 0;
-    for (const Timed& t : timed) {
-      float ms = 0;
-      LUMINAL_CU(api.cuEventElapsedTime(&ms, t.start, t.end));
-      total += ms;
-      std::fprintf(stderr, "[luminal cuda] %%%d %-24s %9.1f us  %s\n", t.node, t.what.c_str(), ms * 1000.0f,
-                   graph.node(t.node).origin.c_str());
+    if (cudnn_index < instance.cudnn_steps.size() && instance.cudnn_steps[cudnn_index].step == s) {
+      const Instance::CudnnStep& call = instance.cudnn_steps[cudnn_index++];
+      timed_step(call.library->chosen_name(),
+                 [&] { run_cudnn_step(instance, call, node, static_cast<CUstream>(stream)); });
+      continue;
     }
-    std::fprintf(stderr, "[luminal cuda] total %.1f us over %zu steps\n", total * 1000.0f, timed.size());
-  } catch (...) {
-    destroy_events();
-    throw;
+    for (; launch_index < instance.launches.size() && instance.launches[launch_index].step == s; ++launch_index) {
+      Instance::Launch& launch = instance.launches[launch_index];
+      if (!launch.enabled) continue;
+      timed_step(program_->kernels[launch.kernel].name, [&] {
+        void* args[] = {launch.fields.data()};
+        const CUDA_KERNEL_NODE_PARAMS p =
+            kernel_node(device_->functions[launch.kernel], program_->kernels[launch.kernel], launch.grid, args);
+        LUMINAL_CU(api.cuLaunchKernel(p.func, p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY,
+                                      p.blockDimZ, 0, stream, p.kernelParams, nullptr));
+      });
+    }
   }
-  destroy_events();
+  ++stats_.host_syncs;
+  if (!timed.empty()) LUMINAL_CU(api.cuEventSynchronize(timed.back().end.get()));
+  float total = 0;
+  for (const Timed& t : timed) {
+    float ms = 0;
+    LUMINAL_CU(api.cuEventElapsedTime(&ms, t.start.get(), t.end.get()));
+    total += ms;
+    std::fprintf(stderr, "[luminal cuda] %%%d %-24s %9.1f us  %s\n", t.node, t.what.c_str(), ms * 1000.0f,
+                 graph.node(t.node).origin.c_str());
+  }
+  std::fprintf(stderr, "[luminal cuda] total %.1f us over %zu steps\n", total * 1000.0f, timed.size());
   raise_pending_errors(instance, /*wait=*/false);
 }
 
