@@ -102,24 +102,19 @@ class Variant:
 
 
 def sync_ms(variant: Variant, steps: Steps, count: int | None = None) -> float:
-    """Median ms per call, one call at a time: CUDA events around each (on the CPU the wall clock)."""
+    """Median ms per call, one call at a time, as llm_bench.py's TPOT times them (its Clock: CUDA
+    events around each call, on the CPU the wall clock); each call's host wall time is kept."""
     steps.reset()
-    cuda = torch.cuda.is_available()
+    clock = llm_bench.Clock("cuda" if torch.cuda.is_available() else "cpu")
     times = []
     for args in steps.calls[:count]:
-        if cuda:
-            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            begin.record()
-        entered = time.perf_counter()
-        variant.module(*args)
-        wall = time.perf_counter() - entered
-        variant.wall_us.append(wall * 1e6)
-        if cuda:
-            end.record()
-            end.synchronize()
-            times.append(begin.elapsed_time(end))
-        else:
-            times.append(wall * 1e3)
+
+        def call(args: tuple[torch.Tensor, ...] = args) -> None:
+            entered = time.perf_counter()
+            variant.module(*args)
+            variant.wall_us.append((time.perf_counter() - entered) * 1e6)
+
+        times.append(clock.time_ms(call))
         for part, value in variant.stats().get("host_us", {}).items():
             variant.host.setdefault(part, []).append(float(value))
     return statistics.median(times)
