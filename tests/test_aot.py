@@ -163,6 +163,42 @@ def test_inputs_updated_in_place_behave_like_eager(device: str) -> None:
     assert_same(cache, reference)
 
 
+def test_repeated_calls_see_inputs_changed_since_the_last(device: str) -> None:
+    """A repeated call re-checks only the inputs that changed since the last one (module.cpp's
+    BoundCall): a tensor transposed in place (the same memory, other strides), a tensor given other
+    memory (`.data =`), and inputs moved onto the memory of one updated in place are all seen."""
+
+    def step(cache: torch.Tensor, update: torch.Tensor) -> torch.Tensor:
+        cache.mul_(0.5).add_(update)
+        return cache.sum(0) * update[0]
+
+    compiled = luminal.compile(step, (rand(4, 4, device=device), rand(4, 4, device=device)), options={"strict": True})
+    cache, update = rand(4, 4, device=device), rand(4, 4, device=device)
+    reference = cache.clone()
+
+    def check() -> None:
+        expected = step(reference, update)
+        assert_same(compiled(cache, update), expected)
+        assert_same(cache, reference)
+
+    check()
+    check()  # the fast path's repeated call
+    update.t_()
+    check()
+    update.data = rand(4, 4, device=device)
+    check()
+    cache.data = rand(4, 4, device=device)
+    reference = cache.clone()
+    check()
+    with pytest.raises(luminal.LuminalError, match="shares memory"):
+        compiled(cache, cache[0:4])  # the input only read moved onto the one updated in place
+    check()
+    with pytest.raises(luminal.LuminalError, match="shares memory"):
+        compiled(update, update)  # the input updated in place moved onto the one only read
+    assert_same(cache, reference)
+    check()
+
+
 # ------------------------------------------------------------------------------------------------
 # Guards: clear errors, dynamic shapes
 # ------------------------------------------------------------------------------------------------

@@ -114,6 +114,41 @@ void fill_view(runtime::TensorView& view, const at::Tensor& t, size_t position) 
   }
 }
 
+// How an input differs from the view fill_view made of the input at its position in an earlier
+// call: not at all, in its memory only, or in what binding checks (dtype, sizes, strides, device;
+// also what fill_view refuses, which it then raises).
+enum class ViewChange { None, Memory, Layout };
+
+ViewChange change_of(const runtime::TensorView& view, const at::Tensor& t) {
+  if (!t.defined() || t.layout() != at::kStrided || t.scalar_type() != to_scalar_type(view.dtype)) {
+    return ViewChange::Layout;
+  }
+  const at::Device device = t.device();
+  const bool same_device = device.is_cuda() ? view.device.type == runtime::DeviceType::CUDA &&
+                                                  view.device.index == device.index()
+                                            : device.is_cpu() && view.device.type == runtime::DeviceType::CPU;
+  const at::IntArrayRef sizes = t.sizes(), strides = t.strides();
+  const bool same_layout = same_device && std::equal(sizes.begin(), sizes.end(), view.sizes.begin(), view.sizes.end()) &&
+                           std::equal(strides.begin(), strides.end(), view.strides.begin(), view.strides.end());
+  if (!same_layout) return ViewChange::Layout;
+  return t.data_ptr() == view.data ? ViewChange::None : ViewChange::Memory;
+}
+
+// What this thread's last call of a graph bound (its inputs' views and their symbols), so that the
+// next call of that graph checks only what changed: a decode step passes ~200 tensors, of which
+// the token and the position are new and none is reshaped.
+struct BoundCall {
+  uint64_t graph = 0;  // the graph's PyCompiledGraph::memo_id_; 0 while a call is being bound
+  std::vector<runtime::TensorView> views;
+  runtime::SymbolValues symbols;
+  std::vector<size_t> moved;  // the inputs whose view changed since that call
+};
+
+uint64_t next_memo_id() {
+  static std::atomic<uint64_t> last{0};
+  return ++last;
+}
+
 runtime::TensorView to_view(const at::Tensor& t, size_t position) {
   runtime::TensorView view;
   fill_view(view, t, position);
@@ -310,24 +345,41 @@ class PyCompiledGraph {
   // run() on tensors the caller keeps alive for the call.
   py::list run_pointers(const std::vector<const at::Tensor*>& inputs) const {
     const auto start = std::chrono::steady_clock::now();
-    // One vector of views per thread, reused: after the first call, converting the inputs
-    // allocates nothing (a DLRM passes ~100 tensors per call). Nothing below re-enters run().
-    thread_local std::vector<runtime::TensorView> views;
+    // One set of views per thread, reused: after the first call, converting the inputs allocates
+    // nothing (a DLRM passes ~100 tensors per call), and a repeated call of this graph refills,
+    // checks for overlaps and binds only what changed. Nothing below re-enters run().
+    thread_local BoundCall last;
+    const bool repeated = last.graph == memo_id_ && last.views.size() == inputs.size();
+    last.graph = 0;  // until every check below has passed
+    std::vector<runtime::TensorView>& views = last.views;
     views.resize(inputs.size());
-    for (size_t k = 0; k < inputs.size(); ++k) fill_view(views[k], *inputs[k], k);
-    if (overlap_) {
-      if (const auto overlap = overlap_->find(views)) {
+    last.moved.clear();
+    bool relaid = !repeated;
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      if (repeated) {
+        const ViewChange change = change_of(views[k], *inputs[k]);
+        if (change == ViewChange::None) continue;
+        relaid = relaid || change == ViewChange::Layout;
+        last.moved.push_back(k);
+      }
+      fill_view(views[k], *inputs[k], k);
+    }
+    if (overlap_ && (!repeated || !last.moved.empty())) {
+      if (const auto overlap = repeated ? overlap_->find_involving(views, last.moved) : overlap_->find(views)) {
         throw InputsOverlap(str_cat("input #", overlap->first, " is updated in place and shares memory with input #",
                                     overlap->second, ": the compiled graph would not see the update through "
                                     "the alias as eager does"));
       }
     }
-    runtime::SymbolValues symbols;
-    try {
-      symbols = core_->bind(views);
-    } catch (const Error& error) {
-      throw CallInEager(str_cat("the call's inputs do not fit the compiled graph: ", error.what()));
+    if (relaid) {
+      try {
+        last.symbols = core_->bind(views);
+      } catch (const Error& error) {
+        throw CallInEager(str_cat("the call's inputs do not fit the compiled graph: ", error.what()));
+      }
     }
+    last.graph = memo_id_;
+    const runtime::SymbolValues& symbols = last.symbols;
 
     const auto bound = std::chrono::steady_clock::now();
     const auto& infos = core_->outputs();
@@ -528,6 +580,8 @@ class PyCompiledGraph {
   }
 
   std::shared_ptr<runtime::CompiledGraph> core_;
+  // Names this graph in a thread's BoundCall (copies of this object share it, and the graph).
+  uint64_t memo_id_ = next_memo_id();
   // Graphs that update inputs in place: the per-call check that those share no memory with others.
   std::unique_ptr<runtime::MutatedInputOverlap> overlap_;
   static PyObject* argument_at(const py::args& args, size_t position) {

@@ -17,7 +17,28 @@ std::pair<uintptr_t, uintptr_t> byte_extent(const TensorView& view) {
   return {base + span->low * item, base + (span->high + 1) * item};
 }
 
+bool overlapping(const TensorView& a, const TensorView& b) {
+  if (a.device.type != b.device.type || a.device.index != b.device.index) return false;
+  const auto [a_first, a_last] = byte_extent(a);
+  const auto [b_first, b_last] = byte_extent(b);
+  return a_first < a_last && b_first < b_last && a_first < b_last && b_first < a_last;
+}
+
 }  // namespace
+
+std::optional<std::pair<size_t, size_t>> MutatedInputOverlap::find_involving(const std::vector<TensorView>& inputs,
+                                                                             const std::vector<size_t>& moved) const {
+  if (inputs.size() != mutated_.size()) return std::nullopt;  // another count: binding raises
+  for (const size_t k : moved) {
+    for (size_t other = 0; other < inputs.size(); ++other) {
+      if (other == k || !(mutated_[k] || mutated_[other])) continue;
+      if (overlapping(inputs[k], inputs[other])) {
+        return mutated_[k] ? std::make_pair(k, other) : std::make_pair(other, k);
+      }
+    }
+  }
+  return std::nullopt;
+}
 
 bool MutatedInputOverlap::Extent::before(const Extent& other) const {
   if (device_type != other.device_type) return device_type < other.device_type;

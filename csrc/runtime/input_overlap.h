@@ -25,6 +25,12 @@ class MutatedInputOverlap {
   // `inputs` must have one view per input.
   std::optional<std::pair<size_t, size_t>> find(const std::vector<TensorView>& inputs) const;
 
+  // find() for a call whose inputs are those of a call find() passed, except `moved` (their memory
+  // changed): only the pairs with a moved input can overlap now, so only those are checked (a
+  // decode step's new token and position tensors against the caches: no sort of them all).
+  std::optional<std::pair<size_t, size_t>> find_involving(const std::vector<TensorView>& inputs,
+                                                          const std::vector<size_t>& moved) const;
+
  private:
   struct Extent {
     int device_type = 0, device_index = 0;

@@ -77,5 +77,33 @@ TEST(MutatedInputOverlap, RepeatedCallsWithMovingInputs) {
   EXPECT_EQ(check.find(inputs), Pair{});
 }
 
+// find_involving checks only the pairs with a moved input: after a call find() passed, it agrees
+// with find() on whether the inputs overlap, wherever the moved ones land.
+TEST(MutatedInputOverlap, OnlyMovedInputsAgreeWithAFullCheck) {
+  const size_t n = 40;
+  std::vector<bool> mutated(n, false);
+  for (size_t k = 0; k < n; k += 3) mutated[k] = true;
+  const MutatedInputOverlap check(mutated);
+  std::vector<TensorView> placed;
+  for (size_t k = 0; k < n; ++k) placed.push_back(view_at(static_cast<int64_t>(50 * k), 20));
+  ASSERT_EQ(check.find(placed), Pair{});
+  size_t overlaps = 0;
+  for (const size_t moving : {size_t{1}, size_t{3}}) {  // read only; updated in place
+    for (int64_t offset = 0; offset < 50 * static_cast<int64_t>(n); offset += 7) {
+      std::vector<TensorView> inputs = placed;
+      inputs[moving] = view_at(offset, 20);
+      const Pair full = check.find(inputs), moved = check.find_involving(inputs, {moving});
+      EXPECT_EQ(full.has_value(), moved.has_value()) << "input " << moving << " at " << offset;
+      if (moved) {
+        EXPECT_TRUE(moved->first == moving || moved->second == moving);
+        EXPECT_TRUE(mutated[moved->first]);
+        ++overlaps;
+      }
+    }
+  }
+  EXPECT_GT(overlaps, 0u);
+  EXPECT_EQ(check.find_involving(placed, {}), Pair{});
+}
+
 }  // namespace
 }  // namespace luminal
