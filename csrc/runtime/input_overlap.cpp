@@ -29,6 +29,9 @@ bool overlapping(const TensorView& a, const TensorView& b) {
 std::optional<std::pair<size_t, size_t>> MutatedInputOverlap::find_involving(const std::vector<TensorView>& inputs,
                                                                              const std::vector<size_t>& moved) const {
   if (inputs.size() != mutated_.size()) return std::nullopt;  // another count: binding raises
+  // Each moved input costs a pass over the others: past a few, one sorted sweep of all is cheaper.
+  constexpr size_t kMostMovedForPairs = 8;
+  if (moved.size() > kMostMovedForPairs) return find(inputs);
   for (const size_t k : moved) {
     for (size_t other = 0; other < inputs.size(); ++other) {
       if (other == k || !(mutated_[k] || mutated_[other])) continue;

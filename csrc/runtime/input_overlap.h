@@ -27,7 +27,8 @@ class MutatedInputOverlap {
 
   // find() for a call whose inputs are those of a call find() passed, except `moved` (their memory
   // changed): only the pairs with a moved input can overlap now, so only those are checked (a
-  // decode step's new token and position tensors against the caches: no sort of them all).
+  // decode step's new token and position tensors against the caches: no sort of them all). With
+  // more than a few moved, it is find().
   std::optional<std::pair<size_t, size_t>> find_involving(const std::vector<TensorView>& inputs,
                                                           const std::vector<size_t>& moved) const;
 

@@ -103,6 +103,18 @@ TEST(MutatedInputOverlap, OnlyMovedInputsAgreeWithAFullCheck) {
   }
   EXPECT_GT(overlaps, 0u);
   EXPECT_EQ(check.find_involving(placed, {}), Pair{});
+  // Many moved (the full sweep): an overlap among them is still found.
+  std::vector<TensorView> shifted = placed;
+  std::vector<size_t> all(n);
+  for (size_t k = 0; k < n; ++k) {
+    shifted[k] = view_at(static_cast<int64_t>(50 * k + 25), 20);
+    all[k] = k;
+  }
+  EXPECT_EQ(check.find_involving(shifted, all), Pair{});
+  shifted[1] = view_at(150, 20);  // [150, 170): between inputs 2 and 3
+  EXPECT_EQ(check.find_involving(shifted, all), Pair{});
+  shifted[1] = view_at(180, 20);  // [180, 200) meets mutated input 3 at [175, 195)
+  EXPECT_EQ(check.find_involving(shifted, all), Pair(std::make_pair(3, 1)));
 }
 
 }  // namespace
