@@ -114,6 +114,12 @@ void fill_view(runtime::TensorView& view, const at::Tensor& t, size_t position) 
   }
 }
 
+// Whether `view` (filled by fill_view: on the CPU or a CUDA device) is on `device`.
+bool view_on(const runtime::TensorView& view, const at::Device& device) {
+  return device.is_cuda() ? view.device.type == runtime::DeviceType::CUDA && view.device.index == device.index()
+                          : device.is_cpu() && view.device.type == runtime::DeviceType::CPU;
+}
+
 // How an input differs from the view fill_view made of the input at its position in an earlier
 // call: not at all, in its memory only, or in what binding checks (dtype, sizes, strides, device;
 // also what fill_view refuses, which it then raises).
@@ -123,12 +129,8 @@ ViewChange change_of(const runtime::TensorView& view, const at::Tensor& t) {
   if (!t.defined() || t.layout() != at::kStrided || t.scalar_type() != to_scalar_type(view.dtype)) {
     return ViewChange::Layout;
   }
-  const at::Device device = t.device();
-  const bool same_device = device.is_cuda() ? view.device.type == runtime::DeviceType::CUDA &&
-                                                  view.device.index == device.index()
-                                            : device.is_cpu() && view.device.type == runtime::DeviceType::CPU;
   const at::IntArrayRef sizes = t.sizes(), strides = t.strides();
-  const bool same_layout = same_device && std::equal(sizes.begin(), sizes.end(), view.sizes.begin(), view.sizes.end()) &&
+  const bool same_layout = view_on(view, t.device()) && std::equal(sizes.begin(), sizes.end(), view.sizes.begin(), view.sizes.end()) &&
                            std::equal(strides.begin(), strides.end(), view.strides.begin(), view.strides.end());
   if (!same_layout) return ViewChange::Layout;
   return t.data_ptr() == view.data ? ViewChange::None : ViewChange::Memory;
@@ -531,10 +533,7 @@ class PyCompiledGraph {
   static bool writable_in_place(const runtime::TensorView& target, const runtime::OutputInfo& info,
                                 const std::vector<int64_t>& shape, const at::Device& device) {
     // The input's view, not its tensor: the view was just filled, the TensorImpl may be out of cache.
-    const bool same_device = device.is_cuda() ? target.device.type == runtime::DeviceType::CUDA &&
-                                                    target.device.index == device.index()
-                                              : target.device.type == runtime::DeviceType::CPU;
-    return target.dtype == info.dtype && same_device && target.sizes == shape && target.is_contiguous();
+    return target.dtype == info.dtype && view_on(target, device) && target.sizes == shape && target.is_contiguous();
   }
 
   // Appends the tensors of `args` in argument_structure_'s order (see set_argument_structure).
