@@ -130,7 +130,8 @@ ViewChange change_of(const runtime::TensorView& view, const at::Tensor& t) {
     return ViewChange::Layout;
   }
   const at::IntArrayRef sizes = t.sizes(), strides = t.strides();
-  const bool same_layout = view_on(view, t.device()) && std::equal(sizes.begin(), sizes.end(), view.sizes.begin(), view.sizes.end()) &&
+  const bool same_layout = view_on(view, t.device()) &&
+                           std::equal(sizes.begin(), sizes.end(), view.sizes.begin(), view.sizes.end()) &&
                            std::equal(strides.begin(), strides.end(), view.strides.begin(), view.strides.end());
   if (!same_layout) return ViewChange::Layout;
   return t.data_ptr() == view.data ? ViewChange::None : ViewChange::Memory;

@@ -17,11 +17,11 @@ std::pair<uintptr_t, uintptr_t> byte_extent(const TensorView& view) {
   return {base + span->low * item, base + (span->high + 1) * item};
 }
 
-bool overlapping(const TensorView& a, const TensorView& b) {
-  if (a.device.type != b.device.type || a.device.index != b.device.index) return false;
-  const auto [a_first, a_last] = byte_extent(a);
+// Whether `b` touches a byte of [a_first, a_last), the extent of a non-empty view on `a_device`.
+bool reaches(const Device& a_device, uintptr_t a_first, uintptr_t a_last, const TensorView& b) {
+  if (a_device.type != b.device.type || a_device.index != b.device.index) return false;
   const auto [b_first, b_last] = byte_extent(b);
-  return a_first < a_last && b_first < b_last && a_first < b_last && b_first < a_last;
+  return b_first < b_last && a_first < b_last && b_first < a_last;
 }
 
 }  // namespace
@@ -33,9 +33,11 @@ std::optional<std::pair<size_t, size_t>> MutatedInputOverlap::find_involving(con
   constexpr size_t kMostMovedForPairs = 8;
   if (moved.size() > kMostMovedForPairs) return find(inputs);
   for (const size_t k : moved) {
+    const auto [first, last] = byte_extent(inputs[k]);  // once per moved input, not per pair
+    if (first == last) continue;                         // no elements: it overlaps nothing
     for (size_t other = 0; other < inputs.size(); ++other) {
       if (other == k || !(mutated_[k] || mutated_[other])) continue;
-      if (overlapping(inputs[k], inputs[other])) {
+      if (reaches(inputs[k].device, first, last, inputs[other])) {
         return mutated_[k] ? std::make_pair(k, other) : std::make_pair(other, k);
       }
     }
