@@ -115,8 +115,8 @@ int64_t decode_scores(DType dtype, int64_t head_size, int64_t value_size, const 
 bool decode_kernel_fits(const Expr& queries, DType dtype, int64_t head_size, int64_t value_size, int64_t element,
                         const DecodeSplit& split) {
   const auto count = ir::as_int_const(queries);
-  // The chunk's scores, each warp's partial output and max and sum slots, the block's slice.
-  const int64_t slice = split.split > 1 ? value_size + 2 : 0;
+  // The chunk's scores, each warp's partial output and max and sum slots, the cluster's slices.
+  const int64_t slice = split.split > 1 ? split.split * (value_size + 2) : 0;
   const int64_t shared =
       (decode_scores(dtype, head_size, value_size, split) + kDecodeWarps * (value_size + 2) + slice) * element;
   return count && *count <= kDecodeMaxQueries && shared <= kStaticSharedBytes;

@@ -33,11 +33,14 @@
 // Split keys (LM_SPLIT > 1, the vector path on sm_90+): a cluster of LM_SPLIT blocks shares a row,
 // block c taking the c-th slice of its keys, so a decode step's 32 rows load their caches with 8x the
 // SMs (one SM's loads in flight bound a block: a 256-key bf16 cache was ~6 us for one block). Each
-// block ends with its slice's max, sum and unnormalized output in shared memory; after a cluster
-// barrier the cluster's first block reads the others' through distributed shared memory and stores
-// the row: sum_c out_c * exp(m_c - m) / sum_c l_c * exp(m_c - m), m = max_c m_c, in the fixed order
-// of c (deterministic). Elsewhere (sm_80, the scalar path) a row's first block does the whole row
-// and the others have nothing to do.
+// block ends by storing its slice's max, sum and unnormalized output into the shared memory of the
+// cluster's first block (distributed shared memory: stores need no round trip, where that block
+// reading the others' took one per value and a second cluster barrier); after one cluster barrier
+// the first block stores the row: sum_c out_c * exp(m_c - m) / sum_c l_c * exp(m_c - m),
+// m = max_c m_c, in the fixed order of c (deterministic). Each row begins with a relaxed arrive at
+// a cluster barrier whose wait comes before the first remote store: every block of the cluster has
+// started, and the first block has read the previous row's slices. Elsewhere (sm_80, the scalar
+// path) a row's first block does the whole row and the others have nothing to do.
 //
 // Both divide by l at the end; a query that attends to no key (all masked) is written as 0, as the
 // tile kernels do. Semantics (causal top-left aligned, bool/float masks read by strides, broadcast
@@ -110,8 +113,9 @@ struct LM_KERNEL_shared {
   @T@ max_slots[LM_WARPS], sum_slots[LM_WARPS];
   @T@ partial[LM_WARPS][LM_DV];
 #if LM_CLUSTERED
-  @T@ part_out[LM_DV];  // this block's slice of the row: its unnormalized output, max and sum
-  @T@ part_m, part_l;
+  // In the cluster's first block: each block's slice of the row (its unnormalized output, max, sum).
+  @T@ parts_out[LM_SPLIT][LM_DV];
+  @T@ parts_m[LM_SPLIT], parts_l[LM_SPLIT];
 #endif
 };
 
@@ -281,59 +285,63 @@ __device__ __forceinline__ unsigned int LM_KERNEL_cluster_rank() {
 }
 
 // Every thread of the cluster's blocks arrives, then waits for all: shared-memory writes before it
-// are visible to the cluster after it.
+// (local or remote) are visible to the cluster after it.
 __device__ __forceinline__ void LM_KERNEL_cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-// `local` (this block's shared memory) in block `rank` of the cluster.
-__device__ __forceinline__ @T@ LM_KERNEL_cluster_load(const @T@* local, unsigned int rank) {
-  const unsigned int address = (unsigned int)__cvta_generic_to_shared(local);
-  unsigned int remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
-  @T@ value;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(value) : "r"(remote) : "memory");
-  return value;
+// The two halves of a cluster barrier that orders nothing: arrive early, wait when it matters.
+__device__ __forceinline__ void LM_KERNEL_cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void LM_KERNEL_cluster_wait() {
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
 }
 
-// The row from its LM_SPLIT slices (see the top): each block publishes its slice, the first block
-// adds them in the order of the blocks and stores the row.
+// Stores `value` at `local` (an address in this block's shared memory) in the cluster's first block.
+__device__ __forceinline__ void LM_KERNEL_store_in_first(@T@* local, @T@ value) {
+  const unsigned int address = (unsigned int)__cvta_generic_to_shared(local);
+  unsigned int remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, 0;" : "=r"(remote) : "r"(address));
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(value) : "memory");
+}
+
+// The row from its LM_SPLIT slices (see the top): each block stores its slice in the first block,
+// which adds them in the order of the blocks and stores the row. The caller arrived at the cluster
+// barrier this begins by waiting for (LM_KERNEL_cluster_arrive_relaxed at the row's start).
 __device__ __forceinline__ void LM_KERNEL_combine_parts(const LM_KERNEL_params& p, lm_i64 row, LM_KERNEL_shared& s,
                                                         @T@ m, @T@ l) {
+  const unsigned int lm_rank = LM_KERNEL_cluster_rank();
+  LM_KERNEL_cluster_wait();  // every block has started; the first has read the previous row's slices
   for (int d = threadIdx.x; d < LM_DV; d += LM_THREADS) {
     @T@ lm_sum = s.partial[0][d];
 #pragma unroll
     for (int w = 1; w < LM_WARPS; ++w) lm_sum += s.partial[w][d];
-    s.part_out[d] = lm_sum;
+    LM_KERNEL_store_in_first(&s.parts_out[lm_rank][d], lm_sum);
   }
   if (threadIdx.x == 0) {
-    s.part_m = m;
-    s.part_l = l;
+    LM_KERNEL_store_in_first(&s.parts_m[lm_rank], m);
+    LM_KERNEL_store_in_first(&s.parts_l[lm_rank], l);
   }
-  LM_KERNEL_cluster_sync();  // every slice is published
-  if (LM_KERNEL_cluster_rank() == 0) {
-    @T@ lm_scale[LM_SPLIT], lm_max = @NEG_INF@, lm_total = 0;
+  LM_KERNEL_cluster_sync();  // every slice is in the first block
+  if (lm_rank != 0) return;
+  @T@ lm_scale[LM_SPLIT], lm_max = @NEG_INF@, lm_total = 0;
 #pragma unroll
-    for (int c = 0; c < LM_SPLIT; ++c) {
-      lm_scale[c] = LM_KERNEL_cluster_load(&s.part_m, c);
-      lm_max = fmax(lm_max, lm_scale[c]);
-    }
+  for (int c = 0; c < LM_SPLIT; ++c) lm_max = fmax(lm_max, s.parts_m[c]);
 #pragma unroll
-    for (int c = 0; c < LM_SPLIT; ++c) {
-      // A slice that saw no key (max -inf) adds nothing, also when no slice saw one.
-      lm_scale[c] = lm_scale[c] == @NEG_INF@ ? (@T@)0 : @EXP@(lm_scale[c] - lm_max);
-      lm_total += LM_KERNEL_cluster_load(&s.part_l, c) * lm_scale[c];
-    }
-    const @T@ lm_inverse = lm_total > 0 ? (@T@)1 / lm_total : (@T@)0;  // no key at all: 0, as LM_KERNEL_finish
-    @OUT_T@* const lm_out = p.out + row * (lm_i64)LM_DV;
-    for (int d = threadIdx.x; d < LM_DV; d += LM_THREADS) {
-      @T@ lm_sum = 0;
-#pragma unroll
-      for (int c = 0; c < LM_SPLIT; ++c) lm_sum += LM_KERNEL_cluster_load(&s.part_out[d], c) * lm_scale[c];
-      lm_out[d] = LM_KERNEL_store(lm_sum * lm_inverse);
-    }
+  for (int c = 0; c < LM_SPLIT; ++c) {
+    // A slice that saw no key (max -inf) adds nothing, also when no slice saw one.
+    lm_scale[c] = s.parts_m[c] == @NEG_INF@ ? (@T@)0 : @EXP@(s.parts_m[c] - lm_max);
+    lm_total += s.parts_l[c] * lm_scale[c];
   }
-  LM_KERNEL_cluster_sync();  // the slices stay until the first block has read them
+  const @T@ lm_inverse = lm_total > 0 ? (@T@)1 / lm_total : (@T@)0;  // no key at all: 0, as LM_KERNEL_finish
+  @OUT_T@* const lm_out = p.out + row * (lm_i64)LM_DV;
+  for (int d = threadIdx.x; d < LM_DV; d += LM_THREADS) {
+    @T@ lm_sum = 0;
+#pragma unroll
+    for (int c = 0; c < LM_SPLIT; ++c) lm_sum += s.parts_out[c][d] * lm_scale[c];
+    lm_out[d] = LM_KERNEL_store(lm_sum * lm_inverse);
+  }
 }
 #endif
 
@@ -349,6 +357,9 @@ __device__ __forceinline__ void LM_KERNEL_vector_row(const LM_KERNEL_params& p, 
   // This thread's 16-byte piece of each key row (and of each value row) it reads: the same piece
   // of every row, so it holds the matching piece of q, and adds into the same output elements.
   const int lm_key_piece = lm_t % LM_KEY_LANES, lm_value_piece = lm_t % LM_VALUE_LANES;
+#if LM_CLUSTERED
+  if (lm_parts > 1) LM_KERNEL_cluster_arrive_relaxed();  // waited for in LM_KERNEL_combine_parts
+#endif
   const LM_KERNEL_row r = LM_KERNEL_locate(p, lm_row);
   @T@ lm_qr[LM_E];
 #pragma unroll
