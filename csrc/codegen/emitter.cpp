@@ -171,9 +171,8 @@ int KernelWriter::placement(const Expr& e, int scope) {
 }
 
 const std::vector<int>& KernelWriter::free_vars(const Expr& e) {
-  auto it = free_vars_.find(e.get());
-  if (it == free_vars_.end()) it = free_vars_.emplace(e.get(), ir::free_reduce_vars(e)).first;
-  return it->second;
+  if (const std::vector<int>* known = free_vars_.find(e)) return *known;
+  return free_vars_.insert(e, ir::free_reduce_vars(e));
 }
 
 void KernelWriter::line(int scope, const std::string& text) {
@@ -202,11 +201,10 @@ std::string KernelWriter::emit(const Expr& e, int scope) {
 
 // Branches that load memory or loop are evaluated only when selected.
 bool KernelWriter::expensive(const Expr& e) {
-  if (auto it = expensive_.find(e.get()); it != expensive_.end()) return it->second;
+  if (const bool* known = expensive_.find(e)) return *known;
   bool result = e->op == ExprOp::Load || e->op == ExprOp::Fold;
   for (const Expr& arg : e->args) result = result || expensive(arg);
-  expensive_.emplace(e.get(), result);
-  return result;
+  return expensive_.insert(e, result);
 }
 
 std::string KernelWriter::emit_lazy_where(const Expr& e, int scope) {

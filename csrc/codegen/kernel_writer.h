@@ -24,6 +24,7 @@
 #include "codegen/cuda_codegen.h"
 #include "codegen/scalar_code.h"
 #include "common/error.h"
+#include "ir/expr_memo.h"
 #include "ir/simplify.h"
 #include "passes/passes.h"
 
@@ -199,8 +200,8 @@ class KernelWriter {
   const KernelSchedule schedule_;
   std::vector<KernelParam> params_;
   std::vector<std::unique_ptr<Scope>> scopes_;
-  std::unordered_map<const ir::ExprNode*, std::vector<int>> free_vars_;
-  std::unordered_map<const ir::ExprNode*, bool> expensive_;
+  ir::ExprMemo<std::vector<int>> free_vars_;
+  ir::ExprMemo<bool> expensive_;
   std::vector<std::string> own_check_labels_;
   std::vector<std::string>* check_labels_;
   int counter_ = 0;

@@ -2,6 +2,8 @@
 
 #include <unordered_map>
 
+#include "ir/expr_memo.h"
+
 namespace luminal::ir {
 
 namespace {
@@ -53,10 +55,8 @@ class BoundsAnalysis {
   explicit BoundsAnalysis(const IndexRanges& ranges) : ranges_(ranges) {}
 
   Bounds of(const Expr& e) {
-    if (auto it = memo_.find(e.get()); it != memo_.end()) return it->second;
-    Bounds b = compute(e);
-    memo_.emplace(e.get(), b);
-    return b;
+    if (const Bounds* known = memo_.find(e)) return *known;
+    return memo_.insert(e, compute(e));
   }
 
  private:
@@ -201,7 +201,7 @@ class BoundsAnalysis {
   }
 
   const IndexRanges& ranges_;
-  std::unordered_map<const ExprNode*, Bounds> memo_;
+  ExprMemo<Bounds> memo_;
 };
 
 // a <= b provably, from bounds.

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/expr_memo.h"
 #include "ir/simplify.h"
 #include "passes/passes.h"
 
@@ -139,18 +140,17 @@ class Float4Analysis {
 
  private:
   bool varies_with(const Expr& e, int var) {
-    auto it = free_vars_.find(e.get());
-    if (it == free_vars_.end()) it = free_vars_.emplace(e.get(), ir::free_reduce_vars(e)).first;
-    return std::find(it->second.begin(), it->second.end(), var) != it->second.end();
+    const std::vector<int>* vars = free_vars_.find(e);
+    if (vars == nullptr) vars = &free_vars_.insert(e, ir::free_reduce_vars(e));
+    return std::find(vars->begin(), vars->end(), var) != vars->end();
   }
 
   // Lazily evaluated `where` branches: those that load memory or loop (as the kernel writer).
   bool expensive(const Expr& e) {
-    if (auto it = expensive_.find(e.get()); it != expensive_.end()) return it->second;
+    if (const bool* known = expensive_.find(e)) return *known;
     bool result = e->op == ExprOp::Load || e->op == ExprOp::Fold;
     for (const Expr& arg : e->args) result = result || expensive(arg);
-    expensive_.emplace(e.get(), result);
-    return result;
+    return expensive_.insert(e, result);
   }
 
   // The loads of `e` that vary with `var`, or false when a part varying with `var` rules the
@@ -202,8 +202,8 @@ class Float4Analysis {
   }
 
   const std::vector<OperandInfo>& operands_;
-  std::unordered_map<const ir::ExprNode*, std::vector<int>> free_vars_;
-  std::unordered_map<const ir::ExprNode*, bool> expensive_;
+  ir::ExprMemo<std::vector<int>> free_vars_;
+  ir::ExprMemo<bool> expensive_;
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include "common/error.h"
 #include "ir/expr.h"
+#include "ir/expr_memo.h"
 #include "ir/simplify.h"
 
 using namespace luminal;
@@ -169,4 +170,26 @@ TEST(Expr, RebaseFoldVarsRenamesBoundVariables) {
   EXPECT_EQ(rebase_fold_vars(rebased, 5).get(), rebased.get());
   // A free reduce variable belongs to an enclosing scope: renaming it would change the meaning.
   EXPECT_THROW(rebase_fold_vars(add(r0, int_const(1)), 3), Error);
+}
+
+// A memo keyed by node identity keeps its keys alive: a temporary dropped after its entry was made
+// cannot free its address for a new node, which a memo keyed by the address alone would then answer
+// with the dropped node's result (the allocator reuses a freed node's memory for the next node).
+TEST(ExprMemo, ADroppedTemporaryDoesNotAnswerForANewNode) {
+  ExprMemo<int> memo;
+  const ExprNode* dropped_address = nullptr;
+  {
+    const Expr temporary = add(loop_var(0), reduce_var(0));
+    dropped_address = temporary.get();
+    memo.insert(temporary, 1);
+  }
+  for (int k = 0; k < 64; ++k) {
+    const Expr other = add(loop_var(1), int_const(k + 2));
+    EXPECT_NE(other.get(), dropped_address);
+    EXPECT_EQ(memo.find(other), nullptr);
+  }
+  const Expr kept = mul(loop_var(2), int_const(3));
+  EXPECT_EQ(memo.insert(kept, 7), 7);
+  ASSERT_NE(memo.find(kept), nullptr);
+  EXPECT_EQ(*memo.find(kept), 7);
 }
