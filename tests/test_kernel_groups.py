@@ -92,3 +92,30 @@ def test_independent_kernels_share_a_launch(dtype: torch.dtype, monkeypatch: pyt
     assert torch.equal(grouped, alone)
     for mine, theirs in zip(grouped_state, alone_state, strict=True):
         assert torch.equal(mine, theirs)
+
+
+def _mask_beside_a_product_reader(
+    x: torch.Tensor, w: torch.Tensor, w2: torch.Tensor, position: torch.Tensor
+) -> torch.Tensor:
+    q = x @ w
+    rotated = torch.tanh(q) * 2.0  # the last reader of q
+    keys = torch.arange(w.shape[1], device=x.device)
+    mask = torch.where(keys <= position, 1.0, 0.0).view(1, -1)  # independent: shares rotated's launch
+    return rotated @ w2 + mask @ w2  # products read both whole: neither is inlined into them
+
+
+@pytest.mark.parametrize("position", [0, 37])
+def test_a_member_output_does_not_take_the_slot_another_member_reads(position: int) -> None:
+    """Layer 0 of a Llama decode step: the attention mask (computed from the position alone) and the
+    RoPE of the q projection share a launch. Planned step by step, the mask's buffer could take
+    the q projection's memory, whose last reader is the RoPE beside it in the launch; the group's
+    buffers are held through its last step, so the launch is used and the result is eager's."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    x, w, w2 = rand(1, 64, device="cuda"), rand(64, 64, device="cuda") / 8, rand(64, 64, device="cuda") / 8
+    pos = torch.tensor(position, device="cuda")
+    captured: list[Any] = []
+    compiled = torch.compile(_mask_beside_a_product_reader, backend=capturing_backend(captured))
+    for _ in range(2):
+        assert_same(compiled(x, w, w2, pos), _mask_beside_a_product_reader(x, w, w2, pos))
+    assert captured[0].stats()["cuda"]["grouped_kernels"] >= 2, captured[0].stats()["cuda"]

@@ -70,6 +70,38 @@ bool is_cheap(const Node& producer, int max_recompute_ops) {
   return arithmetic_op_count(producer.body) <= max_recompute_ops;
 }
 
+// Whether a graph input or constant is what tables are computed from: the model's state
+// (parameters, buffers, constants) and integer tensors (positions, token ids, counters). A float
+// activation the caller passes is not: a tiny one would otherwise be fused differently from the
+// same graph at its real size.
+bool is_table_source(const Node& node) {
+  if (node.kind == NodeKind::Constant) return true;
+  return node.kind == NodeKind::Input && (node.role != ir::InputRole::User || !is_floating(node.dtype));
+}
+
+// Whether the producer is a small table computed from table sources alone (a RoPE table's angles
+// from the positions and the inverse frequencies): its element count is known and at most
+// `max_elements`, each element a few operations on loaded values (no fold: a reader recomputing it
+// would repeat the reduction). Values computed by other kernels stay kernels (a residual stream
+// inlined into its readers would make each reader add up every layer's output).
+bool is_small_table(const Graph& graph, const Node& producer, int64_t max_elements) {
+  constexpr int kMaxTableOps = 16;
+  for (const NodeId input : producer.inputs) {
+    if (!is_table_source(graph.node(input))) return false;
+  }
+  bool folds = false;
+  ir::visit(producer.body, [&](const Expr& e) { folds = folds || e->op == ExprOp::Fold; });
+  if (folds || arithmetic_op_count(producer.body) > kMaxTableOps) return false;
+  int64_t count = 1;
+  for (const Expr& extent : producer.shape) {
+    const auto n = ir::as_int_const(extent);
+    if (!n || *n < 0) return false;
+    count *= std::max<int64_t>(*n, 1);
+    if (count > max_elements) return false;
+  }
+  return true;
+}
+
 // How many times the consumer evaluates each element it loads through `slot`: the product of the
 // consumer's iteration axes (output axes and reduction axes) that no load of the slot indexes.
 // Unknown (symbolic) extents count as unbounded.
@@ -242,6 +274,23 @@ bool reads_scatter_base(const Graph& graph, const Node& producer, NodeId base) {
 
 }  // namespace
 
+void pointwise_unit_reductions(Graph& graph) {
+  for (NodeId id = 0; id < static_cast<NodeId>(graph.size()); ++id) {
+    Node& node = graph.node(id);
+    if (node.kind != NodeKind::Reduce || node.convolution) continue;
+    const bool unit = std::all_of(node.reduce_extents.begin(), node.reduce_extents.end(),
+                                  [](const Expr& extent) { return extent->is_int_const(1); });
+    if (!unit) continue;
+    Expr value = node.body;
+    for (size_t j = node.reduce_extents.size(); j-- > 0;) {
+      value = ir::fold(node.reduce_op, static_cast<int>(j), node.reduce_extents[j], value);  // the body at r = 0
+    }
+    node.kind = NodeKind::Pointwise;
+    node.reduce_extents.clear();
+    node.body = ir::simplify(ir::cast(value, node.dtype), ranges_of(node));
+  }
+}
+
 void inline_pointwise(Graph& graph, const OptimizeOptions& options) {
   std::vector<int> uses = load_sites_per_node(graph);
 
@@ -259,7 +308,9 @@ void inline_pointwise(Graph& graph, const OptimizeOptions& options) {
       if (arithmetic_op_count(producer.body) > options.max_fused_ops) continue;
       const bool single_use = uses[producer.id] == 1;
       const bool cheap = is_cheap(producer, options.max_recompute_ops);
-      if (!cheap && (!single_use || recompute_factor(consumer, slot) > options.max_recompute_factor)) continue;
+      const int64_t factor = recompute_factor(consumer, slot);
+      const bool small = factor <= 1 && is_small_table(graph, producer, options.max_table_elements);
+      if (!cheap && !small && (!single_use || factor > options.max_recompute_factor)) continue;
       const std::vector<NodeId> producer_inputs = producer.inputs;
       const int sites = load_sites_per_slot(consumer)[slot];
       inline_slot(graph, consumer, slot);
@@ -818,7 +869,10 @@ void eliminate_common_subexpressions(Graph& graph) {
 Graph optimize(Graph graph, const OptimizeOptions& options) {
   graph.verify();
   if (options.lower_small_matmuls || options.lower_all_matmuls) lower_small_matmuls(graph, options);
-  if (options.inline_pointwise) inline_pointwise(graph, options);
+  if (options.inline_pointwise) {
+    pointwise_unit_reductions(graph);
+    inline_pointwise(graph, options);
+  }
   // Inlining leaves the absorbed producers behind; use counts must not see them.
   graph = eliminate_dead_code(graph);
   if (options.fuse_matmul_epilogues) {

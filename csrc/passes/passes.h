@@ -24,6 +24,13 @@ struct OptimizeOptions {
   // A producer read from several places is still inlined when its body has at most this many
   // arithmetic operations (views, casts and index math are free).
   int max_recompute_ops = 0;
+  // A table of at most this many elements (static) computed from the model's state and integer
+  // inputs alone (a RoPE table's angles, from the inverse frequencies and the positions) is also
+  // inlined into each reader that evaluates each of its elements once (recompute factor 1: the
+  // cosine and sine tables), however many read it: its kernel would cost a launch for a few
+  // elements. Readers that broadcast it (the RoPE of every head reading the cosines) keep reading
+  // it: recomputing a cosine per head cost more than the launch saved (H200, one process).
+  int64_t max_table_elements = 4096;
   // A single-use producer is inlined only if each of its elements is recomputed at most this many
   // times (its load does not index some consumer axes: a broadcast).
   int64_t max_recompute_factor = 4;
@@ -34,6 +41,11 @@ struct OptimizeOptions {
   // Store intermediates in the dimension order their readers read them in (assign_layouts).
   bool assign_layouts = true;
 };
+
+// Reductions over a single element (every reduce extent the constant 1: a batched matmul with
+// K = 1 that lower_small_matmuls made a sum, such as a RoPE table's angles) become pointwise nodes
+// of their body at r = 0, cast to their dtype (what inlining them into a reader computes).
+void pointwise_unit_reductions(ir::Graph& graph);
 
 // The standard pipeline: inlining, dead-code elimination, common subexpressions merged, output
 // materialization, layouts, verification.

@@ -153,6 +153,8 @@ BufferPlan plan_buffers(const ir::Graph& g, const schedule::Plan& plan) {
   return out;
 }
 
+void hold_through(BufferPlan& buffers, NodeId id, int step) { buffers.last_use.at(id) = std::max(buffers.last_use[id], step); }
+
 ArenaLayout layout_arena(const BufferPlan& buffers, const std::vector<size_t>& node_bytes, const std::string& what) {
   std::vector<BufferRequest> requests;
   std::vector<int> request_of(buffers.placement.size(), -1);

@@ -65,6 +65,11 @@ struct BufferPlan {
 
 BufferPlan plan_buffers(const ir::Graph& graph, const schedule::Plan& plan);
 
+// Keeps node `id`'s memory allocated through step `step` (a scatter that took over its base: its
+// slot's, which the base's own lifetime must not extend): steps that run at once (a kernel group)
+// must not be given each other's memory.
+void hold_through(BufferPlan& buffers, ir::NodeId id, int step);
+
 // The arena layout for a buffer plan and the evaluated byte sizes of the nodes (per node id):
 // offsets per node id (0 for nodes outside the arena; taken-over slots share their base's).
 struct ArenaLayout {

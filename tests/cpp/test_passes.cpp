@@ -295,6 +295,46 @@ return %2)");
 return %1)");
 }
 
+// The same graph on a buffer (a table computed from the model's state, not from an activation):
+// recomputed at both reads, up to max_table_elements.
+TEST(PassGolden, InlinePointwiseRecomputesASmallTableAtEachRead) {
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(3)});
+  f.graph().node(x).role = InputRole::Buffer;
+  const NodeId e = unary_op(f, x, ExprOp::Exp);
+  f.output(binary_op(f, e, unary_op(f, e, ExprOp::Neg), ExprOp::Add));
+  Graph graph = f.graph();
+  passes::inline_pointwise(graph, {});
+  EXPECT_EQ(text(passes::eliminate_dead_code(graph)), R"(%0: f32[3] = input buffer #0 "in0"
+%1: f32[3] = pointwise(%0) { add(exp(load0[i0]), neg(exp(load0[i0]))) }  # test
+return %1)");
+  passes::OptimizeOptions small_tables;
+  small_tables.max_table_elements = 2;
+  Graph large = f.graph();
+  passes::inline_pointwise(large, small_tables);
+  EXPECT_EQ(text(passes::eliminate_dead_code(large)), R"(%0: f32[3] = input buffer #0 "in0"
+%1: f32[3] = pointwise(%0) { exp(load0[i0]) }  # test
+%2: f32[3] = pointwise(%1) { add(load0[i0], neg(load0[i0])) }  # test
+return %2)");
+}
+
+// A reduction over one element (a batched matmul with K = 1: a RoPE table's angles) becomes the
+// pointwise node of its body at r = 0; other reductions stay.
+TEST(PassGolden, PointwiseUnitReductions) {
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {int_const(4), int_const(1)});
+  const NodeId y = f.input(DType::F32, {int_const(4), int_const(3)});
+  f.output(f.b().reduce_dims(x, {1}, /*keepdim=*/false, ReduceOp::Sum, DType::F32));
+  f.output(f.b().reduce_dims(y, {1}, /*keepdim=*/false, ReduceOp::Sum, DType::F32));
+  Graph graph = f.graph();
+  passes::pointwise_unit_reductions(graph);
+  EXPECT_EQ(text(graph), R"(%0: f32[4, 1] = input user #0 "in0"
+%1: f32[4, 3] = input user #1 "in1"
+%2: f32[4] = pointwise(%0) { load0[i0, 0] }  # test
+%3: f32[4] = reduce.sum(%1) over [r0 < 3] { load0[i0, r0] }  # test
+return %2, %3)");
+}
+
 // A convolution (ir::Convolution) stays whole: its pointwise producer is not inlined into it, nor is
 // it inlined into its consumer, so a library can still compute it from its operands; and verify()
 // refuses a convolution whose body is no longer the one its parameters describe.

@@ -137,6 +137,29 @@ void plan_kernel_groups(CudaProgram& program) {
   }
 }
 
+// A group's members run at once, in no set order: every buffer a member reads or writes stays
+// allocated until the group's last step. Planned one step at a time, a member's output could get
+// the memory of an input that only an earlier member reads (layer 0 of a Llama decode step: the
+// attention mask's slot was the q projection's, which the RoPE beside it was reading), and the
+// launch would be refused as overlapping.
+void hold_group_buffers(CudaProgram& program) {
+  const ir::Graph& g = *program.graph;
+  for (const KernelGroup& group : program.kernel_groups) {
+    const int last = static_cast<int>(group.first_step + group.steps - 1);
+    for (size_t s = group.first_step; s < group.first_step + group.steps; ++s) {
+      const Node& node = g.node(program.plan.steps[s].node);
+      // A scatter that took over its base writes the base's slot as its own output: the base ends
+      // where the scatter begins (memory_plan checks it), and the scatter holds the slot.
+      const NodeId taken = program.buffers.takes_over[node.id];
+      for (const std::vector<NodeId>& ids : {read_by(g, node), written_by(g, node)}) {
+        for (const NodeId id : ids) {
+          if (id != taken) hold_through(program.buffers, id, last);
+        }
+      }
+    }
+  }
+}
+
 void index_check_labels(CudaProgram& program) {
   std::vector<std::string> origin_of(program.kernels.size());
   for (size_t s = 0; s < program.plan.steps.size(); ++s) {
@@ -171,6 +194,7 @@ CudaProgram build_cuda_program(std::shared_ptr<const ir::Graph> graph, schedule:
   program.buffers = plan_buffers(*program.graph, program.plan);
   generate_kernels(program);
   plan_kernel_groups(program);
+  hold_group_buffers(program);
   index_check_labels(program);
   program.module_source = codegen::module_source(program.kernels) + kExportErrorsKernel;
   return program;
