@@ -170,10 +170,7 @@ int KernelWriter::placement(const Expr& e, int scope) {
   return scope;
 }
 
-const std::vector<int>& KernelWriter::free_vars(const Expr& e) {
-  if (const std::vector<int>* known = free_vars_.find(e)) return *known;
-  return free_vars_.insert(e, ir::free_reduce_vars(e));
-}
+const std::vector<int>& KernelWriter::free_vars(const Expr& e) { return ir::free_reduce_vars(e, free_vars_); }
 
 void KernelWriter::line(int scope, const std::string& text) {
   scopes_[scope]->code << std::string(scopes_[scope]->indent, ' ') << text << "\n";
@@ -200,12 +197,7 @@ std::string KernelWriter::emit(const Expr& e, int scope) {
 }
 
 // Branches that load memory or loop are evaluated only when selected.
-bool KernelWriter::expensive(const Expr& e) {
-  if (const bool* known = expensive_.find(e)) return *known;
-  bool result = e->op == ExprOp::Load || e->op == ExprOp::Fold;
-  for (const Expr& arg : e->args) result = result || expensive(arg);
-  return expensive_.insert(e, result);
-}
+bool KernelWriter::expensive(const Expr& e) { return ir::loads_or_folds(e, expensive_); }
 
 std::string KernelWriter::emit_lazy_where(const Expr& e, int scope) {
   const std::string cond = emit(e->args[0], scope);

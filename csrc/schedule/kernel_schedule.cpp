@@ -140,18 +140,12 @@ class Float4Analysis {
 
  private:
   bool varies_with(const Expr& e, int var) {
-    const std::vector<int>* vars = free_vars_.find(e);
-    if (vars == nullptr) vars = &free_vars_.insert(e, ir::free_reduce_vars(e));
-    return std::find(vars->begin(), vars->end(), var) != vars->end();
+    const std::vector<int>& vars = ir::free_reduce_vars(e, free_vars_);
+    return std::find(vars.begin(), vars.end(), var) != vars.end();
   }
 
   // Lazily evaluated `where` branches: those that load memory or loop (as the kernel writer).
-  bool expensive(const Expr& e) {
-    if (const bool* known = expensive_.find(e)) return *known;
-    bool result = e->op == ExprOp::Load || e->op == ExprOp::Fold;
-    for (const Expr& arg : e->args) result = result || expensive(arg);
-    return expensive_.insert(e, result);
-  }
+  bool expensive(const Expr& e) { return ir::loads_or_folds(e, expensive_); }
 
   // The loads of `e` that vary with `var`, or false when a part varying with `var` rules the
   // vector loop out.
