@@ -95,7 +95,7 @@ bool is_small_table(const Graph& graph, const Node& producer, int64_t max_elemen
   int64_t count = 1;
   for (const Expr& extent : producer.shape) {
     const auto n = ir::as_int_const(extent);
-    if (!n || *n < 0) return false;
+    if (!n || *n < 0 || *n > max_elements) return false;  // also keeps the product below from overflowing
     count *= std::max<int64_t>(*n, 1);
     if (count > max_elements) return false;
   }
