@@ -19,6 +19,12 @@ GLOBAL = re.compile(r"__global__ void[^{]*\{")
 # A node kernel's device function (the body its entry point and grouped launches call).
 RUN = re.compile(r"__device__ __forceinline__ void (?P<name>\w+_run)\([^{]*\{\n(?P<first>[^\n]*)\n")
 CALLED = re.compile(r"(\w+_run)\(")
+# The decode attention's entry (attention_decode.cuh): where the schedule proved which cache rows
+# the kernel ahead writes (LM_EARLY_ROWS), its vector path requests keys and values before it waits;
+# whatever it reads before this line is parameters and those rows' numbers, which nothing up to the
+# kernel writes. test_early_keys.py checks the results on a GPU.
+DECODE_ENTRY = "if (lm_entry.waited) lm_kernel_entry();"
+READ_BEFORE_DECODE_ENTRY = {"p.key_rows", "p.value_rows", "lm_entry.key_rows", "lm_entry.value_rows"}
 
 
 def body_after(source: str, opening: int) -> str:
@@ -47,6 +53,10 @@ def check_kernels_wait_first(sources: list[str]) -> int:
             checked += 1
             body = body_after(source, kernel.end() - 1)
             if body.lstrip().startswith("lm_kernel_entry();"):
+                continue
+            if DECODE_ENTRY in body:
+                before = body.split(DECODE_ENTRY)[0]
+                assert set(re.findall(r"([\w.]+)\[", before)) <= READ_BEFORE_DECODE_ENTRY, kernel.group(0) + before
                 continue
             called = CALLED.findall(body)
             assert called and set(called) <= waiting, kernel.group(0) + body

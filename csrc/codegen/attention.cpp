@@ -159,6 +159,12 @@ Kernel KernelWriter::write_attention() {
   const Expr blocks_per_row = ir::int_const(decode ? split.split : 1);
   kernel.outputs = ir::simplify(ir::mul(ir::mul(ir::mul(q.shape[0], q.shape[1]), query_tiles), blocks_per_row), {});
   add_node_params();
+  // The vector path requests its first keys and values before it waits (KernelSchedule::key_rows).
+  const bool early_rows = decode && split.key_loads > 0 && schedule_.has_early_rows();
+  if (early_rows) {
+    add_param(ParamKind::NodePointer, schedule_.key_rows.input, -1, "key_rows");
+    add_param(ParamKind::NodePointer, schedule_.value_rows.input, -1, "value_rows");
+  }
 
   std::ostringstream text;
   text << params_declaration();
@@ -181,6 +187,9 @@ Kernel KernelWriter::write_attention() {
   body = replace_all(body, "@DECODE_KEY_LOADS@", std::to_string(std::max<int64_t>(split.key_loads, 1)));
   body = replace_all(body, "@DECODE_SCORES@", std::to_string(decode_scores(in, head_size, value_size, split)));
   body = replace_all(body, "@DECODE_SPLIT@", std::to_string(split.split));
+  body = replace_all(body, "@EARLY_ROWS@", early_rows ? "1" : "0");
+  body = replace_all(body, "@KEY_ROWS@", std::to_string(early_rows ? schedule_.key_rows.count : 0));
+  body = replace_all(body, "@VALUE_ROWS@", std::to_string(early_rows ? schedule_.value_rows.count : 0));
   body = replace_all(body, "@D@", std::to_string(head_size));
   body = replace_all(body, "@DV@", std::to_string(value_size));
   body = replace_all(body, "@STAGE@", stage ? "1" : "0");

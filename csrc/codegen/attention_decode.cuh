@@ -42,6 +42,17 @@
 // started, and the first block has read the previous row's slices. Elsewhere (sm_80, the scalar
 // path) a row's first block does the whole row and the others have nothing to do.
 //
+// Early keys (LM_EARLY_ROWS, the vector path): a decode step's kernel ahead of this one writes the
+// step's new key and value rows into the caches this kernel reads (RoPE and the cache writes). The
+// schedule proved (schedule::mark_early_attention_rows) that those writes go to rows named by the
+// values of small i64 graph inputs (p.key_rows, p.value_rows: the caches' step counters) that
+// nothing up to this kernel writes, and every kernel waits for the one ahead of it before it lets
+// the next launch, so the kernel just ahead is the only one that may still be writing. Each block
+// therefore requests its first chunk of keys and values, and those row numbers, before it waits
+// (griddepcontrol.wait), and after the wait requests again, from L2 (its L1 may hold the lines from
+// before), only the vectors of those rows. The cache's loads then overlap the kernel ahead; q and
+// the mask, which that kernel may write, are read after the wait.
+//
 // Both divide by l at the end; a query that attends to no key (all masked) is written as 0, as the
 // tile kernels do. Semantics (causal top-left aligned, bool/float masks read by strides, broadcast
 // dimensions with stride 0, grouped-query heads h / (H / Hk)) are those of attention.cuh.
@@ -54,6 +65,9 @@
 #define LM_VECTOR @DECODE_VECTOR@
 #define LM_SCORES @DECODE_SCORES@  // scores staged in shared memory: the larger of the two chunks
 #define LM_SPLIT @DECODE_SPLIT@    // blocks per row (a power of two up to 8)
+#define LM_EARLY_ROWS (@EARLY_ROWS@ && LM_VECTOR)  // keys requested before the wait (see the top)
+#define LM_KEY_ROWS @KEY_ROWS@      // elements of p.key_rows and p.value_rows (with LM_EARLY_ROWS)
+#define LM_VALUE_ROWS @VALUE_ROWS@
 #if LM_SPLIT > 1 && LM_VECTOR && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define LM_CLUSTERED 1
 #else
@@ -80,6 +94,16 @@ __device__ __forceinline__ @T@ LM_KERNEL_block_reduce(@T@ value, @T@* slots, int
   for (int w = 1; w < LM_WARPS; ++w) result = op == 0 ? fmax(result, slots[w]) : result + slots[w];
   return result;
 }
+
+// Whether the block has waited for the kernel ahead of it (lm_kernel_entry) and, with LM_EARLY_ROWS,
+// the rows that kernel may still be writing, read before the wait (nothing up to this kernel writes
+// them).
+struct LM_KERNEL_entry {
+  bool waited;
+#if LM_EARLY_ROWS
+  lm_i64 key_rows[LM_KEY_ROWS], value_rows[LM_VALUE_ROWS];
+#endif
+};
 
 // What one row (batch, head, query) needs: its indices, operands and the keys it sees.
 struct LM_KERNEL_row {
@@ -271,6 +295,27 @@ __device__ __forceinline__ bool LM_KERNEL_vectorizable(const LM_KERNEL_params& p
   return aligned && keys && values;
 }
 
+#if LM_EARLY_ROWS
+// A 16-byte load from L2, the point of coherence: this block's L1 may hold the line as it was before
+// the wait.
+__device__ __forceinline__ lm_vec16 LM_KERNEL_load_from_l2(const @IN_T@* at) {
+  lm_vec16 v;
+  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(at)
+               : "memory");
+  return v;
+}
+
+template <int N>
+__device__ __forceinline__ bool LM_KERNEL_is_row(const lm_i64 (&rows)[N], lm_i64 key) {
+  bool found = false;
+#pragma unroll
+  for (int m = 0; m < N; ++m) found = found || rows[m] == key;
+  return found;
+}
+#endif
+
 __device__ __forceinline__ void LM_KERNEL_unpack(const lm_vec16& v, @T@ (&f)[LM_E]) {
   const @IN_T@* const e = reinterpret_cast<const @IN_T@*>(&v);
 #pragma unroll
@@ -346,7 +391,7 @@ __device__ __forceinline__ void LM_KERNEL_combine_parts(const LM_KERNEL_params& 
 #endif
 
 __device__ __forceinline__ void LM_KERNEL_vector_row(const LM_KERNEL_params& p, lm_i64 lm_row, LM_KERNEL_shared& s,
-                                                     int lm_part, int lm_parts) {
+                                                     int lm_part, int lm_parts, LM_KERNEL_entry& lm_entry) {
   static_assert(LM_KEY_LANES * LM_E == LM_D && 32 % LM_KEY_LANES == 0, "key rows of whole vectors, lanes dividing a warp");
   static_assert(LM_VALUE_LANES * LM_E == LM_DV && 32 % LM_VALUE_LANES == 0, "value rows likewise");
   static_assert(LM_VALUE_LOADS * LM_THREADS == LM_VECTOR_KEYS * LM_VALUE_LANES && LM_VECTOR_KEYS <= LM_SCORES,
@@ -361,9 +406,7 @@ __device__ __forceinline__ void LM_KERNEL_vector_row(const LM_KERNEL_params& p, 
   if (lm_parts > 1) LM_KERNEL_cluster_arrive_relaxed();  // waited for in LM_KERNEL_combine_parts
 #endif
   const LM_KERNEL_row r = LM_KERNEL_locate(p, lm_row);
-  @T@ lm_qr[LM_E];
-#pragma unroll
-  for (int x = 0; x < LM_E; ++x) lm_qr[x] = LM_KERNEL_in(r.q, (lm_i64)(lm_key_piece * LM_E + x) * (@Q_S3@));
+  @T@ lm_qr[LM_E];  // read with the first chunk, after the wait
   @T@ lm_m = lm_neg_inf, lm_l = 0, lm_acc[LM_E];
 #pragma unroll
   for (int x = 0; x < LM_E; ++x) lm_acc[x] = 0;
@@ -387,6 +430,30 @@ __device__ __forceinline__ void LM_KERNEL_vector_row(const LM_KERNEL_params& p, 
       const int j = u * (LM_THREADS / LM_VALUE_LANES) + lm_t / LM_VALUE_LANES;
       lm_value_vectors[u] = lm_vec16{0u, 0u, 0u, 0u};  // a key past the chunk adds 0 * 0, never NaN
       if (j < lm_keys) lm_value_vectors[u] = *(const lm_vec16*)(r.v + (lm_k0 + j) * (@V_S2@) + lm_value_piece * LM_E);
+    }
+#if LM_EARLY_ROWS
+    if (!lm_entry.waited) {  // the loads above were requested before the wait (see the top)
+      lm_kernel_entry();
+      lm_entry.waited = true;
+#pragma unroll
+      for (int u = 0; u < LM_KEY_LOADS; ++u) {
+        const int j = u * (LM_THREADS / LM_KEY_LANES) + lm_t / LM_KEY_LANES;
+        if (j < lm_keys && LM_KERNEL_is_row(lm_entry.key_rows, lm_k0 + j)) {
+          lm_key_vectors[u] = LM_KERNEL_load_from_l2(r.k + (lm_k0 + j) * (@K_S2@) + lm_key_piece * LM_E);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < LM_VALUE_LOADS; ++u) {
+        const int j = u * (LM_THREADS / LM_VALUE_LANES) + lm_t / LM_VALUE_LANES;
+        if (j < lm_keys && LM_KERNEL_is_row(lm_entry.value_rows, lm_k0 + j)) {
+          lm_value_vectors[u] = LM_KERNEL_load_from_l2(r.v + (lm_k0 + j) * (@V_S2@) + lm_value_piece * LM_E);
+        }
+      }
+    }
+#endif
+    if (lm_k0 == lm_begin) {
+#pragma unroll
+      for (int x = 0; x < LM_E; ++x) lm_qr[x] = LM_KERNEL_in(r.q, (lm_i64)(lm_key_piece * LM_E + x) * (@Q_S3@));
     }
     @T@ lm_bias[LM_KEY_LOADS];     // a float mask's value
     bool lm_drop[LM_KEY_LOADS];    // a bool mask's false: the key is dropped whatever its score
@@ -441,6 +508,12 @@ __device__ __forceinline__ void LM_KERNEL_vector_row(const LM_KERNEL_params& p, 
       for (int x = 0; x < LM_E; ++x) lm_acc[x] += lm_pj * lm_value[x];
     }
   }
+#if LM_EARLY_ROWS
+  if (!lm_entry.waited) {  // a slice without keys: the stores below come after the wait
+    lm_kernel_entry();
+    lm_entry.waited = true;
+  }
+#endif
   // The threads of a warp that hold the same output elements (lanes LM_VALUE_LANES apart) add
   // their sums; the warp's first LM_VALUE_LANES lanes store them for LM_KERNEL_finish.
 #pragma unroll
@@ -477,26 +550,38 @@ __device__ __forceinline__ void LM_KERNEL_vector_row(const LM_KERNEL_params& p, 
 
 // LM_SPLIT consecutive blocks per row (the grid is a multiple of LM_SPLIT).
 extern "C" __global__ void __launch_bounds__(LM_THREADS) LM_CLUSTER_DIMS LM_KERNEL(const LM_KERNEL_params p) {
-  lm_kernel_entry();
   const lm_i64 lm_rows = (lm_i64)(@B@) * (@H@) * (@LQ@);
   __shared__ LM_KERNEL_shared lm_shared;
   const int lm_part = (int)(blockIdx.x % LM_SPLIT);
+  LM_KERNEL_entry lm_entry;
+  lm_entry.waited = true;
 #if LM_VECTOR
-  const bool lm_vector = LM_KERNEL_vectorizable(p);  // the same for every block
+  const bool lm_vector = LM_KERNEL_vectorizable(p);  // the same for every block (parameters only)
+#if LM_EARLY_ROWS
+  if (lm_vector) {  // the vector path waits after requesting its first keys
+    lm_entry.waited = false;
+#pragma unroll
+    for (int m = 0; m < LM_KEY_ROWS; ++m) lm_entry.key_rows[m] = p.key_rows[m];
+#pragma unroll
+    for (int m = 0; m < LM_VALUE_ROWS; ++m) lm_entry.value_rows[m] = p.value_rows[m];
+  }
 #endif
+#endif
+  if (lm_entry.waited) lm_kernel_entry();
   for (lm_i64 lm_row = blockIdx.x / LM_SPLIT; lm_row < lm_rows; lm_row += gridDim.x / LM_SPLIT) {
 #if LM_VECTOR
     if (lm_vector) {
       if (LM_CLUSTERED) {
-        LM_KERNEL_vector_row(p, lm_row, lm_shared, lm_part, LM_SPLIT);
+        LM_KERNEL_vector_row(p, lm_row, lm_shared, lm_part, LM_SPLIT, lm_entry);
       } else if (lm_part == 0) {
-        LM_KERNEL_vector_row(p, lm_row, lm_shared, 0, 1);
+        LM_KERNEL_vector_row(p, lm_row, lm_shared, 0, 1, lm_entry);
       }
       continue;
     }
 #endif
     if (lm_part == 0) LM_KERNEL_scalar_row(p, lm_row, lm_shared);
   }
+  if (!lm_entry.waited) lm_kernel_entry();  // a block without a row
 }
 #undef LM_CHUNK
 #undef LM_THREADS
@@ -506,5 +591,8 @@ extern "C" __global__ void __launch_bounds__(LM_THREADS) LM_CLUSTER_DIMS LM_KERN
 #undef LM_VECTOR
 #undef LM_SCORES
 #undef LM_SPLIT
+#undef LM_EARLY_ROWS
+#undef LM_KEY_ROWS
+#undef LM_VALUE_ROWS
 #undef LM_CLUSTERED
 #undef LM_CLUSTER_DIMS

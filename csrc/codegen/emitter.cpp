@@ -134,7 +134,10 @@ std::string KernelWriter::params_declaration() const {
       case ParamKind::CheckBase: out << "  lm_i64 check_base;\n"; break;
       case ParamKind::Symbol: out << "  lm_i64 " << sanitize(p.symbol) << ";\n"; break;
       case ParamKind::InputStride: out << "  lm_i64 stride" << p.slot << "_" << p.dim << ";\n"; break;
-      case ParamKind::NodePointer:
+      case ParamKind::NodePointer:  // an attention's early rows (schedule: an i64 input), named by `symbol`
+        LUMINAL_CHECK(!p.symbol.empty(), "internal error: an unnamed node pointer in a node kernel");
+        out << "  const lm_i64* __restrict__ " << p.symbol << ";\n";
+        break;
       case ParamKind::NodeStride: fail("internal error: row-kernel parameter in a node kernel");
     }
   }

@@ -45,6 +45,11 @@ __device__ __forceinline__ void lm_copy16_wait_all() {
 // kernel ahead of it has finished: every kernel first waits until its predecessors are complete
 // and their writes visible (griddepcontrol.wait), and only then touches global memory. It then
 // lets its successor launch, whose blocks wait in turn. Launched any other way, both are no-ops.
+// Since every kernel waits before it lets the next one launch, only the kernel just ahead may still
+// be running when a kernel's blocks start. Two kinds read before their wait what that kernel cannot
+// be writing: the GEMV its first weights (nothing in the graph writes them), and the decode
+// attention its keys and values, requesting again after the wait the rows the schedule proved are
+// the only ones that kernel writes (attention_decode.cuh).
 __device__ __forceinline__ void lm_wait_for_predecessors() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");

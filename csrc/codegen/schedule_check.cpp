@@ -53,6 +53,13 @@ void check_common(const std::string& where, const KernelSchedule& schedule) {
   if (schedule.mapping != Mapping::Attention && schedule.key_split != 1) {
     refuse(where, schedule, "key_split without Attention");
   }
+  for (const KernelSchedule::Rows& rows : {schedule.key_rows, schedule.value_rows}) {
+    if (rows.input < 0) continue;
+    if (schedule.mapping != Mapping::Attention) refuse(where, schedule, "early key rows without Attention");
+    if (rows.count < 1 || rows.count > schedule::kMaxEarlyRows) {
+      refuse(where, schedule, str_cat("early key rows from 1 to ", schedule::kMaxEarlyRows, " values"));
+    }
+  }
   if (schedule.mapping == Mapping::GroupedRows) {
     if (schedule.block_size != schedule::kGroupedRowsThreads) {
       refuse(where, schedule, "the grouped-rows template runs 128 threads per block (four warps of 32x32)");

@@ -36,7 +36,8 @@ const char* mapping_name(Mapping mapping) {
 bool KernelSchedule::operator==(const KernelSchedule& other) const {
   return mapping == other.mapping && block_size == other.block_size && threads_per_output == other.threads_per_output &&
          vector_width == other.vector_width && unroll == other.unroll && pieces == other.pieces &&
-         row_vector == other.row_vector && key_split == other.key_split;
+         row_vector == other.row_vector && key_split == other.key_split && key_rows == other.key_rows &&
+         value_rows == other.value_rows;
 }
 
 std::string to_string(const KernelSchedule& s) {
@@ -45,6 +46,9 @@ std::string to_string(const KernelSchedule& s) {
   if (s.mapping == Mapping::Pieces || s.pieces != 1) text += str_cat(", ", s.pieces, " pieces");
   if (is_row_mapping(s.mapping) || s.row_vector != 1) text += str_cat(", row vector ", s.row_vector);
   if (s.key_split != 1) text += str_cat(", key split ", s.key_split);
+  if (s.key_rows.input >= 0 || s.value_rows.input >= 0) {
+    text += str_cat(", early keys (rows of %", s.key_rows.input, " and %", s.value_rows.input, ")");
+  }
   return text + ")";
 }
 

@@ -71,6 +71,7 @@ constexpr int kRowBlock = 32;              // row kernels: one warp per block, m
 constexpr int kAttentionThreads = 128;     // attention: four warps per block, one tile of queries
 constexpr int kMaxKeySplit = 8;            // attention: at most this many blocks per decode row...
 constexpr int64_t kMinKeysPerSlice = 32;   // ... each with at least this many keys of a static count
+constexpr int64_t kMaxEarlyRows = 8;       // attention: rows re-read after the wait (key_rows), at most
 constexpr int kBlockRowThreads = 256;       // BlockPerRow: threads per row (one block)
 constexpr int64_t kBlockRowMaxRows = 32;    // BlockPerRow by rule: at most this many rows (static)...
 constexpr int64_t kBlockRowMinLength = 1024;  // ... of at least this static length
@@ -104,6 +105,18 @@ struct KernelSchedule {
   // per row where that path does not apply). A decode row's keys in one block waited on one SM's
   // loads.
   int key_split = 1;
+  // Attention only (mark_early_attention_rows): graph inputs holding every row along the key axis
+  // that the key operand's (value operand's) scatter writes; none where not proven. The decode
+  // kernel then requests its first keys and values before it waits for the kernel ahead of it, and
+  // after the wait requests again the rows these inputs name: the only rows that kernel may still
+  // be writing. Other kernels ignore them.
+  struct Rows {
+    ir::NodeId input = -1;  // an i64 graph input...
+    int count = 0;          // ... of this many elements (1 to kMaxEarlyRows)
+    bool operator==(const Rows& other) const { return input == other.input && count == other.count; }
+  };
+  Rows key_rows, value_rows;
+  bool has_early_rows() const { return key_rows.input >= 0 && value_rows.input >= 0; }
 
   bool operator==(const KernelSchedule& other) const;
   bool operator!=(const KernelSchedule& other) const { return !(*this == other); }

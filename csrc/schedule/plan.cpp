@@ -116,6 +116,7 @@ void schedule_kernels(Plan& plan, const ir::Graph& graph) {
       case StepKind::Convolution: step.schedule = choose_schedule(node, kernel_operands(graph, node)); break;
     }
   }
+  mark_early_attention_rows(plan, graph);
 }
 
 }  // namespace luminal::schedule

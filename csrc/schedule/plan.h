@@ -65,4 +65,20 @@ std::vector<OperandInfo> kernel_operands(const ir::Graph& graph, const ir::Node&
 // (choose_schedule); a measured search may replace them before code generation.
 void schedule_kernels(Plan& plan, const ir::Graph& graph);
 
+// Sets key_rows and value_rows of the plan's attention schedules where it is proven, in the
+// graph and the plan's order, that
+//   - the key (value) operand is a scatter whose coordinate along the key axis is always a value of
+//     a graph input of at most kMaxEarlyRows i64 elements (its target there is check_index of a
+//     load of that input, plus loop variables that range over one value), and
+//   - the graph updates that input in place (state passed again on every call: its pointer stays,
+//     where a fresh index tensor per call would cost a parameter update per attention and call),
+//   - no step up to the attention's own writes that input (the caches' step counters move on at the
+//     step's end).
+// Every kernel waits for the one ahead of it before it lets the next one launch (lm_kernel_entry),
+// so when an attention's blocks start, only the kernel just ahead may still be writing: other
+// kernels of the graph write a cache in use only through its scatter (memory planning), and a
+// scatter's base copy is a launch of its own with plain edges. Rows outside those inputs' values
+// are therefore final before the wait.
+void mark_early_attention_rows(Plan& plan, const ir::Graph& graph);
+
 }  // namespace luminal::schedule

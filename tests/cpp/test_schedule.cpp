@@ -7,6 +7,7 @@
 
 #include "kernel_helpers.h"
 #include "schedule/kernel_schedule.h"
+#include "schedule/plan.h"
 
 namespace luminal {
 namespace {
@@ -272,6 +273,65 @@ TEST(ScheduleValues, PrintAndCompare) {
   EXPECT_EQ(copy, s);
   copy.block_size = 128;
   EXPECT_NE(copy, s);
+}
+
+enum class Counter { MovesAfter, MovesFirst, Stays };
+
+// A decode layer (schedule::mark_early_attention_rows): the k and v caches written at the step
+// counter, attention over them, and the counter moved on, as an output that updates it, after the
+// attention or before it, or not at all (a fresh index tensor per call). `new_rows` rows are
+// written from the counter on. Returns the attention's schedule.
+KernelSchedule decode_attention_schedule(Counter counter_update, int64_t new_rows) {
+  GraphFixture f;
+  ir::Graph& g = f.graph();
+  const ir::Shape cache{int_const(1), int_const(2), int_const(64), int_const(16)};
+  const ir::Shape fresh{int_const(1), int_const(2), int_const(new_rows), int_const(16)};
+  const NodeId cache_k = f.input(DType::BF16, cache), cache_v = f.input(DType::BF16, cache);
+  const NodeId counter = f.input(DType::I64, {});
+  const NodeId k = f.input(DType::BF16, fresh), v = f.input(DType::BF16, fresh);
+  const NodeId q = f.input(DType::BF16, {int_const(1), int_const(4), int_const(1), int_const(16)});
+  const auto move_counter = [&] {
+    const NodeId moved = f.b().pointwise(DType::I64, {}, {counter}, ir::add(ir::load(0, DType::I64, {}), int_const(1)));
+    g.outputs.push_back(ir::GraphOutput{ir::GraphOutput::Kind::Tensor, moved, nullptr, g.node(counter).input_position,
+                                        "counter", ""});
+  };
+  if (counter_update == Counter::MovesFirst) move_counter();
+  const auto write = [&](NodeId base, NodeId values) {
+    const std::vector<ir::Expr> i{ir::loop_var(0), ir::loop_var(1), ir::loop_var(2), ir::loop_var(3)};
+    const ir::Expr row = ir::add(i[2], ir::load(1, DType::I64, {}));
+    const NodeId written =
+        f.b().scatter(base, fresh, {counter, values}, {i[0], i[1], row, i[3]}, ir::load(2, DType::BF16, i), false);
+    g.outputs.push_back(ir::GraphOutput{ir::GraphOutput::Kind::Tensor, written, nullptr, g.node(base).input_position,
+                                        "cache", ""});
+    return written;
+  };
+  const NodeId keys = write(cache_k, k), values = write(cache_v, v);
+  const NodeId attention = f.b().attention(q, keys, values, std::nullopt, 0.25, false);
+  f.output(attention);
+  if (counter_update == Counter::MovesAfter) move_counter();
+  schedule::Plan plan = schedule::plan_steps(g);
+  schedule::schedule_kernels(plan, g);
+  for (const schedule::Step& step : plan.steps) {
+    if (step.node == attention) return *step.schedule;
+  }
+  ADD_FAILURE() << "no attention step";
+  return {};
+}
+
+// The decode attention requests its keys before waiting only where every row the kernel ahead may
+// be writing is a value of the counter, the graph's state, and the counter is not written before
+// the attention.
+TEST(ScheduleRules, AttentionRequestsKeysEarlyOnlyWhereTheWrittenRowsAreProven) {
+  const KernelSchedule proven = decode_attention_schedule(Counter::MovesAfter, 1);
+  EXPECT_TRUE(proven.has_early_rows());
+  EXPECT_EQ(proven.key_rows.count, 1);
+  EXPECT_EQ(proven.key_rows.input, proven.value_rows.input);
+  // The counter's update is a step before the attention: the kernel would read the moved value.
+  EXPECT_FALSE(decode_attention_schedule(Counter::MovesFirst, 1).has_early_rows());
+  // A per-call index: its new pointer would be a parameter update per attention and call.
+  EXPECT_FALSE(decode_attention_schedule(Counter::Stays, 1).has_early_rows());
+  // Two rows from the counter on: the second is no value of the counter.
+  EXPECT_FALSE(decode_attention_schedule(Counter::MovesAfter, 2).has_early_rows());
 }
 
 }  // namespace
