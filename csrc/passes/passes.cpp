@@ -89,9 +89,7 @@ bool is_small_table(const Graph& graph, const Node& producer, int64_t max_elemen
   for (const NodeId input : producer.inputs) {
     if (!is_table_source(graph.node(input))) return false;
   }
-  bool folds = false;
-  ir::visit(producer.body, [&](const Expr& e) { folds = folds || e->op == ExprOp::Fold; });
-  if (folds || arithmetic_op_count(producer.body) > kMaxTableOps) return false;
+  if (ir::contains_op(producer.body, ExprOp::Fold) || arithmetic_op_count(producer.body) > kMaxTableOps) return false;
   int64_t count = 1;
   for (const Expr& extent : producer.shape) {
     const auto n = ir::as_int_const(extent);
@@ -133,6 +131,16 @@ int64_t recompute_factor(const Node& consumer, size_t slot) {
     if (!reduce_read[d]) account(ir::is_shape_expr(consumer.reduce_extents[d]) ? consumer.reduce_extents[d] : nullptr);
   }
   return factor;
+}
+
+// A reduce node's value as one expression over its loop variables: its body folded over its reduce
+// variables r0..rn-1 and cast to its dtype (a no-op unless the body is wider).
+Expr folded_value(const Node& reduce) {
+  Expr value = reduce.body;
+  for (size_t j = reduce.reduce_extents.size(); j-- > 0;) {
+    value = ir::fold(reduce.reduce_op, static_cast<int>(j), reduce.reduce_extents[j], value);
+  }
+  return ir::cast(value, reduce.dtype);
 }
 
 // One more than the largest reduce variable a node's body or extents use or bind, and at least
@@ -281,13 +289,10 @@ void pointwise_unit_reductions(Graph& graph) {
     const bool unit = std::all_of(node.reduce_extents.begin(), node.reduce_extents.end(),
                                   [](const Expr& extent) { return extent->is_int_const(1); });
     if (!unit) continue;
-    Expr value = node.body;
-    for (size_t j = node.reduce_extents.size(); j-- > 0;) {
-      value = ir::fold(node.reduce_op, static_cast<int>(j), node.reduce_extents[j], value);  // the body at r = 0
-    }
+    const Expr value = folded_value(node);  // folds over one element: the body at r = 0
     node.kind = NodeKind::Pointwise;
     node.reduce_extents.clear();
-    node.body = ir::simplify(ir::cast(value, node.dtype), ranges_of(node));
+    node.body = ir::simplify(value, ranges_of(node));
   }
 }
 
@@ -636,11 +641,7 @@ void inline_reductions(Graph& graph, const OptimizeOptions& options) {
 
       // The reduction's own variables r0..rn-1 become folds (its body's folds have larger ids);
       // instantiate() renumbers them all past the consumer's variables.
-      Expr value = producer.body;
-      for (size_t j = producer.reduce_extents.size(); j-- > 0;) {
-        value = ir::fold(producer.reduce_op, static_cast<int>(j), producer.reduce_extents[j], value);
-      }
-      value = ir::cast(value, producer.dtype);  // the stored value (a no-op unless the body is wider)
+      const Expr value = folded_value(producer);
       const std::vector<NodeId> producer_inputs = producer.inputs;
       const int first_free_var = first_unused_reduce_var(consumer);
       std::vector<int> slot_map;
