@@ -133,3 +133,30 @@ def test_unproven_rows_keep_the_wait_first(fn: Callable[..., torch.Tensor], devi
     captured = _run_steps(fn, torch.bfloat16, device, 40)
     source = captured[0].cuda_source()
     assert WAITS_FIRST in source and EARLY not in source
+
+
+def two_layers(q: Tensor, k: Tensor, v: Tensor, *state: Tensor) -> tuple[Tensor, Tensor]:
+    """Two layers, each with its caches and its own counter (at different positions): each
+    attention's early rows are its own layer's counter."""
+    return counter_step(q, k, v, *state[:3]), counter_step(q, k, v, *state[3:])
+
+
+def test_each_layer_reads_its_own_counter(device: str) -> None:
+    torch._dynamo.reset()
+    torch.manual_seed(7)
+    dtype = torch.bfloat16
+    state: list[Tensor] = []
+    for start in (5, 90):
+        state += [rand(1, KV_HEADS, LENGTH, DIM, dtype=dtype, device=device) for _ in range(2)]
+        state.append(torch.tensor(start, device=device))
+    expected_state = [t.clone() for t in state]
+    captured: list[Any] = []
+    compiled = torch.compile(two_layers, backend=capturing_backend(captured, options={"megakernel": False}))
+    for _ in range(3):
+        q, k, v = _dominant_step(dtype, device)
+        expected = two_layers(q, k, v, *expected_state)
+        assert_same(compiled(q, k, v, *state), expected, tolerance_scale=8)
+        for mine, theirs in zip(state, expected_state, strict=True):
+            assert_same(mine, theirs)
+    assert captured[0].stats()["attentions"] == 2
+    assert EARLY in captured[0].cuda_source()
