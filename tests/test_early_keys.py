@@ -19,7 +19,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from helpers import assert_same, capturing_backend, rand
+from helpers import assert_raises_when_run, assert_same, capturing_backend, rand
 
 HEADS, KV_HEADS, LENGTH, DIM = 8, 2, 256, 64
 SLOW_STEPS = 120
@@ -159,4 +159,22 @@ def test_each_layer_reads_its_own_counter(device: str) -> None:
         for mine, theirs in zip(state, expected_state, strict=True):
             assert_same(mine, theirs)
     assert captured[0].stats()["attentions"] == 2
+    assert EARLY in captured[0].cuda_source()
+
+
+@pytest.mark.parametrize("bad", [LENGTH, -1, 2**40], ids=["length", "negative", "huge"])
+def test_a_counter_out_of_range_raises(bad: int, device: str) -> None:
+    """A hostile counter: the rows requested before the wait are compared with the keys the kernel
+    reads (never used as addresses), and the cache write's bounds check fails the call."""
+    torch._dynamo.reset()
+    torch.manual_seed(3)
+    dtype = torch.bfloat16
+    cache_k, cache_v = (rand(1, KV_HEADS, LENGTH, DIM, dtype=dtype, device=device) for _ in range(2))
+    captured: list[Any] = []
+    compiled = torch.compile(counter_step, backend=capturing_backend(captured, options={"megakernel": False}))
+    q, k, v = _dominant_step(dtype, device)
+    valid = (q, k, v, cache_k, cache_v, torch.tensor(5, device=device))
+    assert_raises_when_run(
+        compiled, q, k, v, cache_k, cache_v, torch.tensor(bad, device=device), match="out of bounds", valid=valid
+    )
     assert EARLY in captured[0].cuda_source()
