@@ -49,7 +49,8 @@ case "$what" in
     for ids in "$OUT"/shard_*.ids; do
       # One id per line: parametrized ids may hold spaces.
       ( mapfile -t selected < "$ids"
-        timeout "${SHARD_SECONDS:-460}" python3 -m pytest -q -p no:cacheprovider -rfE "${selected[@]}" \
+        # A test past 200 s gets its threads' stacks in the log (pyproject's faulthandler_timeout).
+        timeout "${SHARD_SECONDS:-460}" python3 -m pytest -q -p no:cacheprovider -rfE -o faulthandler_timeout=200 "${selected[@]}" \
           > "${ids%.ids}.log" 2>&1
         echo "exit $?" >> "${ids%.ids}.log" ) &
     done

@@ -46,12 +46,12 @@
 // step's new key and value rows into the caches this kernel reads (RoPE and the cache writes). The
 // schedule proved (schedule::mark_early_attention_rows) that those writes go to rows named by the
 // values of small i64 graph inputs (p.key_rows, p.value_rows: the caches' step counters) that
-// nothing up to this kernel writes, and every kernel waits for the one ahead of it before it lets
-// the next launch, so the kernel just ahead is the only one that may still be writing. Each block
-// therefore requests its first chunk of keys and values, and those row numbers, before it waits
-// (griddepcontrol.wait), and after the wait requests again, from L2 (its L1 may hold the lines from
-// before), only the vectors of those rows. The cache's loads then overlap the kernel ahead; q and
-// the mask, which that kernel may write, are read after the wait.
+// nothing up to this kernel writes, and that no other kernel ahead of this one writes the caches
+// (any of them may still be running when this kernel's blocks start: prelude's lm_kernel_entry).
+// Each block therefore requests its first chunk of keys and values, and those row numbers, before
+// it waits (griddepcontrol.wait), and after the wait requests again, from L2 (its L1 may hold the
+// lines from before), only the vectors of those rows. The cache's loads then overlap the kernels
+// ahead; q and the mask, which they may write, are read after the wait.
 //
 // Both divide by l at the end; a query that attends to no key (all masked) is written as 0, as the
 // tile kernels do. Semantics (causal top-left aligned, bool/float masks read by strides, broadcast
@@ -95,9 +95,8 @@ __device__ __forceinline__ @T@ LM_KERNEL_block_reduce(@T@ value, @T@* slots, int
   return result;
 }
 
-// Whether the block has waited for the kernel ahead of it (lm_kernel_entry) and, with LM_EARLY_ROWS,
-// the rows that kernel may still be writing, read before the wait (nothing up to this kernel writes
-// them).
+// Whether the block has waited for the kernels ahead of it (lm_kernel_entry) and, with LM_EARLY_ROWS,
+// the rows they may still be writing, read before the wait (nothing up to this kernel writes them).
 struct LM_KERNEL_entry {
   bool waited;
 #if LM_EARLY_ROWS

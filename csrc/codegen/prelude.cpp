@@ -42,14 +42,18 @@ __device__ __forceinline__ void lm_copy16_wait_all() {
 
 // Programmatic dependent launch (sm_90+). The CUDA graph links consecutive generated kernels with
 // programmatic edges (runtime/cuda/instance.cpp), so a kernel's blocks may be resident before the
-// kernel ahead of it has finished: every kernel first waits until its predecessors are complete
-// and their writes visible (griddepcontrol.wait), and only then touches global memory. It then
-// lets its successor launch, whose blocks wait in turn. Launched any other way, both are no-ops.
-// Since every kernel waits before it lets the next one launch, only the kernel just ahead may still
-// be running when a kernel's blocks start. Two kinds read before their wait what that kernel cannot
-// be writing: the GEMV its first weights (nothing in the graph writes them), and the decode
-// attention its keys and values, requesting again after the wait the rows the schedule proved are
-// the only ones that kernel writes (attention_decode.cuh).
+// kernel ahead of it has finished. Every kernel first lets its successor launch, then waits until
+// its predecessors are complete and their writes visible (griddepcontrol.wait), and only then
+// touches memory a predecessor may write. Launched any other way, both are no-ops.
+// The successor launches once every block of this kernel has started (or ended), so its blocks
+// take the places this kernel's blocks leave and request their first weights during its tail and
+// during the small kernels between products, where they would otherwise wait for this kernel's
+// wait to end. Kernels further ahead may therefore still be running when a kernel's blocks start;
+// each completes only after its own wait, so once a kernel's wait returns, every kernel ahead of it
+// is complete. Two kinds read before their wait what no kernel ahead can be writing: the GEMV its
+// first weights (nothing in the graph writes them), and the decode attention its keys and values,
+// requesting again after the wait the rows the schedule proved are the only ones written ahead of
+// it (attention_decode.cuh).
 __device__ __forceinline__ void lm_wait_for_predecessors() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -62,8 +66,8 @@ __device__ __forceinline__ void lm_allow_successors() {
 }
 // The first statement of every generated kernel.
 __device__ __forceinline__ void lm_kernel_entry() {
-  lm_wait_for_predecessors();
   lm_allow_successors();
+  lm_wait_for_predecessors();
 }
 
 __device__ __forceinline__ float lm_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }

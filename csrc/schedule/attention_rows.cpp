@@ -92,6 +92,28 @@ bool written_up_to(const Plan& plan, size_t last, const ir::Graph& g, NodeId inp
   return false;
 }
 
+// Whether `scatter` writes onto a graph input's memory and no other step up to `last` (in plan
+// order) writes that memory: a scatter onto it or a view of it, or an output that updates it.
+// Every kernel lets the next one launch before it waits (lm_kernel_entry), so any kernel ahead of
+// the attention may still be running when its blocks read the cache: a row another write puts
+// there would be read stale. (A scatter onto another scatter's result has that one as its base.)
+bool sole_write_up_to(const Plan& plan, size_t last, const ir::Graph& g, const Node& scatter) {
+  const Node& base = g.node(passes::affine_view_base(g, scatter.inputs.at(0)));
+  if (base.kind != NodeKind::Input) return false;
+  for (size_t s = 0; s <= last; ++s) {
+    const Node& node = g.node(plan.steps[s].node);
+    if (node.id == scatter.id) continue;
+    if (node.kind == NodeKind::Scatter && passes::affine_view_base(g, node.inputs.at(0)) == base.id) return false;
+    for (const ir::GraphOutput& out : g.outputs) {
+      if (out.kind == ir::GraphOutput::Kind::Tensor && out.node == node.id &&
+          out.mutated_input == base.input_position) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 void mark_early_attention_rows(Plan& plan, const ir::Graph& g) {
@@ -100,9 +122,12 @@ void mark_early_attention_rows(Plan& plan, const ir::Graph& g) {
     Step& step = plan.steps[a];
     const Node& node = g.node(step.node);
     if (node.kind != NodeKind::Attention || !step.schedule) continue;
-    const KernelSchedule::Rows key_rows = rows_written(g, g.node(node.inputs.at(1)), 2);
-    const KernelSchedule::Rows value_rows = rows_written(g, g.node(node.inputs.at(2)), 2);
+    const Node& keys = g.node(node.inputs.at(1));
+    const Node& values = g.node(node.inputs.at(2));
+    const KernelSchedule::Rows key_rows = rows_written(g, keys, 2);
+    const KernelSchedule::Rows value_rows = rows_written(g, values, 2);
     if (key_rows.input < 0 || value_rows.input < 0) continue;
+    if (!sole_write_up_to(plan, a, g, keys) || !sole_write_up_to(plan, a, g, values)) continue;
     if (!updated_by_the_graph(g, key_rows.input) || !updated_by_the_graph(g, value_rows.input)) continue;
     if (written_up_to(plan, a, g, key_rows.input) || written_up_to(plan, a, g, value_rows.input)) continue;
     step.schedule->key_rows = key_rows;

@@ -73,12 +73,14 @@ void schedule_kernels(Plan& plan, const ir::Graph& graph);
 //   - the graph updates that input in place (state passed again on every call: its pointer stays,
 //     where a fresh index tensor per call would cost a parameter update per attention and call),
 //   - no step up to the attention's own writes that input (the caches' step counters move on at the
-//     step's end).
-// Every kernel waits for the one ahead of it before it lets the next one launch (lm_kernel_entry),
-// so when an attention's blocks start, only the kernel just ahead may still be writing: other
-// kernels of the graph write a cache in use only through its scatter (memory planning), and a
-// scatter's base copy is a launch of its own with plain edges. Rows outside those inputs' values
-// are therefore final before the wait.
+//     step's end), and
+//   - the scatter writes onto a graph input's memory (a cache) that no other step up to the
+//     attention writes.
+// Every kernel lets the next one launch before it waits (lm_kernel_entry), so when an attention's
+// blocks start, any kernel ahead of it may still be running; the only one that writes the cache is
+// its scatter (another write there fails the last condition; a scatter's base copy, where memory
+// planning needs one, is a launch of its own with plain edges, complete before any later kernel
+// starts). Rows outside those inputs' values are therefore final before the wait.
 void mark_early_attention_rows(Plan& plan, const ir::Graph& graph);
 
 }  // namespace luminal::schedule

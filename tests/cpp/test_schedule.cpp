@@ -280,8 +280,9 @@ enum class Counter { MovesAfter, MovesFirst, Stays };
 // A decode layer (schedule::mark_early_attention_rows): the k and v caches written at the step
 // counter, attention over them, and the counter moved on, as an output that updates it, after the
 // attention or before it, or not at all (a fresh index tensor per call). `new_rows` rows are
-// written from the counter on. Returns the attention's schedule.
-KernelSchedule decode_attention_schedule(Counter counter_update, int64_t new_rows) {
+// written from the counter on; with `rows_from_0_first`, the keys are written at rows 0.. first and
+// the counter's rows onto that result. Returns the attention's schedule.
+KernelSchedule decode_attention_schedule(Counter counter_update, int64_t new_rows, bool rows_from_0_first = false) {
   GraphFixture f;
   ir::Graph& g = f.graph();
   const ir::Shape cache{int_const(1), int_const(2), int_const(64), int_const(16)};
@@ -305,7 +306,13 @@ KernelSchedule decode_attention_schedule(Counter counter_update, int64_t new_row
                                         "cache", ""});
     return written;
   };
-  const NodeId keys = write(cache_k, k), values = write(cache_v, v);
+  NodeId key_base = cache_k;
+  if (rows_from_0_first) {
+    const std::vector<ir::Expr> i{ir::loop_var(0), ir::loop_var(1), ir::loop_var(2), ir::loop_var(3)};
+    key_base = f.b().scatter(cache_k, fresh, {counter, k}, i, ir::load(2, DType::BF16, i), false);
+  }
+  const NodeId keys = write(key_base, k), values = write(cache_v, v);
+  if (rows_from_0_first) g.outputs[g.outputs.size() - 2].mutated_input = g.node(cache_k).input_position;
   const NodeId attention = f.b().attention(q, keys, values, std::nullopt, 0.25, false);
   f.output(attention);
   if (counter_update == Counter::MovesAfter) move_counter();
@@ -332,6 +339,9 @@ TEST(ScheduleRules, AttentionRequestsKeysEarlyOnlyWhereTheWrittenRowsAreProven) 
   EXPECT_FALSE(decode_attention_schedule(Counter::Stays, 1).has_early_rows());
   // Two rows from the counter on: the second is no value of the counter.
   EXPECT_FALSE(decode_attention_schedule(Counter::MovesAfter, 2).has_early_rows());
+  // Another write onto the key cache ahead of the attention (rows 0..): a kernel ahead of the
+  // attention may still be running when it starts, so that row could be read stale.
+  EXPECT_FALSE(decode_attention_schedule(Counter::MovesAfter, 1, /*rows_from_0_first=*/true).has_early_rows());
 }
 
 }  // namespace
