@@ -100,8 +100,11 @@ __device__ __forceinline__ void lm_gemv_load_weights(lm_vec16 (&w)[U][NPW], cons
   }
 }
 
+// `a` is not __restrict__: the compiler would read it with non-coherent loads (ld.global.nc), which
+// promise memory that does not change while the kernel runs and may be scheduled before the wait
+// for the kernel ahead, which writes a (tests/cpp/test_gemv.cpp checks the PTX).
 template <int NPW, int WK, int WN, int U, bool PAIR = false>
-__device__ __forceinline__ void lm_gemv(const lm_gemv_t* __restrict__ a, const lm_gemv_t* __restrict__ b,
+__device__ __forceinline__ void lm_gemv(const lm_gemv_t* a, const lm_gemv_t* __restrict__ b,
                                         const lm_gemv_t* __restrict__ b2,
                                         const lm_gemv_t* __restrict__ bias, lm_gemv_t* __restrict__ out, lm_i64 n,
                                         lm_i64 k, lm_i64 a_batch, lm_i64 a_row, lm_i64 a_col, lm_i64 b_batch,
@@ -251,7 +254,7 @@ struct lm_gemv_member {
 // A grouped launch (vector loads, no epilogue, one batch): block x of the grid is block x of the
 // first member, then of the second past the first's blocks, and so on.
 template <int NPW, int WK, int WN, int U, int G>
-__device__ __forceinline__ void lm_gemv_group(const lm_gemv_t* __restrict__ a, lm_i64 k, lm_i64 a_row,
+__device__ __forceinline__ void lm_gemv_group(const lm_gemv_t* a, lm_i64 k, lm_i64 a_row,
                                               lm_i64 early_weights, const lm_gemv_member (&members)[G]) {
   lm_i64 block = blockIdx.x;
 #pragma unroll

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "config_helpers.h"
 #ifdef LUMINAL_HAVE_CUDA
+#include "runtime/cuda/api.h"
 #include "runtime/cuda/gemv.h"
 #include "runtime/cuda/standalone_kernel.h"
 #endif
@@ -144,6 +145,46 @@ TEST(Gemv, GroupedLaunchOnlyForProductsOfOneActivation) {
   EXPECT_FALSE(cuda::gemv_groupable({first}, {&biased, 0, at(2048)}));
   const cuda::GeneratedGemv strided(shape, x, {at(8194), 0, 1, 64}, {});  // misaligned: no vector loads
   EXPECT_FALSE(cuda::gemv_groupable({first}, {&strided, 0, at(2048)}));
+}
+
+// The module's PTX for sm_90 (NVRTC, no GPU needed).
+std::string gemv_ptx(const std::string& source) {
+  const cuda::NvrtcApi& api = cuda::nvrtc();
+  nvrtcProgram program = nullptr;
+  cuda::check(api.nvrtcCreateProgram(&program, source.c_str(), "gemv.cu", 0, nullptr, nullptr), "nvrtcCreateProgram");
+  const char* options[] = {"--gpu-architecture=sm_90", "--std=c++17", "-default-device"};
+  const nvrtcResult result = api.nvrtcCompileProgram(program, 3, options);
+  size_t size = 0;
+  api.nvrtcGetPTXSize(program, &size);
+  std::string ptx(size, '\0');
+  if (result == NVRTC_SUCCESS && size) api.nvrtcGetPTX(program, ptx.data());
+  api.nvrtcDestroyProgram(&program);
+  EXPECT_EQ(result, NVRTC_SUCCESS);
+  return ptx;
+}
+
+// Under programmatic dependent launch the kernel ahead may still be writing a (the activations)
+// while this kernel's blocks run, until their griddepcontrol.wait. A non-coherent load
+// (ld.global.nc) tells the compiler the memory does not change while the kernel runs, so it may
+// be scheduled anywhere, before the wait too: a read of the old activations. Only the weights,
+// which nothing in the graph writes, are read that way (and past L1).
+TEST(Gemv, OnlyTheWeightsAreReadAsUnchangingMemory) {
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    for (int64_t rows : {int64_t{1}, int64_t{8}}) {
+      const std::string ptx = gemv_ptx(codegen::gemv_module_source(dtype, rows));
+      size_t weights = 0, others = 0;
+      std::string first_other;
+      for (size_t at = ptx.find("ld.global.nc"); at != std::string::npos; at = ptx.find("ld.global.nc", at + 1)) {
+        const std::string line = ptx.substr(at, ptx.find('\n', at) - at);
+        const bool weight = line.find("L1::no_allocate") != std::string::npos;
+        if (!weight && others++ == 0) first_other = line;
+        weights += weight;
+      }
+      EXPECT_GT(weights, 0u) << dtype_name(dtype) << " rows " << rows;
+      EXPECT_EQ(others, 0u) << dtype_name(dtype) << " rows " << rows << ", the first: " << first_other;
+      EXPECT_NE(ptx.find("griddepcontrol.wait"), std::string::npos);
+    }
+  }
 }
 
 // Every configuration's entry point, for each dtype and a few row counts, on sm_80 and sm_90.

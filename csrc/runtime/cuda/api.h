@@ -92,7 +92,9 @@ void add_library_dirs(const std::vector<std::string>& dirs);
   X(nvrtcGetProgramLogSize)        \
   X(nvrtcGetProgramLog)            \
   X(nvrtcGetCUBINSize)             \
-  X(nvrtcGetCUBIN)
+  X(nvrtcGetCUBIN)                 \
+  X(nvrtcGetPTXSize)               \
+  X(nvrtcGetPTX)
 
 #define LUMINAL_CUBLASLT_FUNCTIONS(X)     \
   X(cublasLtCreate)                       \
