@@ -76,12 +76,15 @@ bool updated_by_the_graph(const ir::Graph& g, NodeId input) {
                      [&](const ir::GraphOutput& out) { return out.mutated_input == position; });
 }
 
-// Whether a step up to `last` (in plan order) may write `input`'s memory: a scatter onto it or
-// onto a view of it, or a step whose node is an output that updates it.
-bool written_up_to(const Plan& plan, size_t last, const ir::Graph& g, NodeId input) {
+// Whether a step up to `last` (in plan order), other than node `besides`' step, may write
+// `input`'s memory: a scatter onto it or onto a view of it, or a step whose node is an output that
+// updates it.
+bool written_up_to(const Plan& plan, size_t last, const ir::Graph& g, NodeId input,
+                   std::optional<NodeId> besides = std::nullopt) {
   const int position = g.node(input).input_position;
   for (size_t s = 0; s <= last; ++s) {
     const Node& node = g.node(plan.steps[s].node);
+    if (node.id == besides) continue;
     if (node.kind == NodeKind::Scatter && passes::affine_view_base(g, node.inputs.at(0)) == input) return true;
     for (const ir::GraphOutput& out : g.outputs) {
       if (out.kind == ir::GraphOutput::Kind::Tensor && out.node == node.id && out.mutated_input == position) {
@@ -92,26 +95,13 @@ bool written_up_to(const Plan& plan, size_t last, const ir::Graph& g, NodeId inp
   return false;
 }
 
-// Whether `scatter` writes onto a graph input's memory and no other step up to `last` (in plan
-// order) writes that memory: a scatter onto it or a view of it, or an output that updates it.
-// Every kernel lets the next one launch before it waits (lm_kernel_entry), so any kernel ahead of
-// the attention may still be running when its blocks read the cache: a row another write puts
-// there would be read stale. (A scatter onto another scatter's result has that one as its base.)
+// Whether `scatter` writes onto a graph input's memory and no other step up to `last` writes that
+// memory. Every kernel lets the next one launch before it waits (lm_kernel_entry), so any kernel
+// ahead of the attention may still be running when its blocks read the cache: a row another write
+// puts there would be read stale. (A scatter onto another scatter's result has that one as its base.)
 bool sole_write_up_to(const Plan& plan, size_t last, const ir::Graph& g, const Node& scatter) {
   const Node& base = g.node(passes::affine_view_base(g, scatter.inputs.at(0)));
-  if (base.kind != NodeKind::Input) return false;
-  for (size_t s = 0; s <= last; ++s) {
-    const Node& node = g.node(plan.steps[s].node);
-    if (node.id == scatter.id) continue;
-    if (node.kind == NodeKind::Scatter && passes::affine_view_base(g, node.inputs.at(0)) == base.id) return false;
-    for (const ir::GraphOutput& out : g.outputs) {
-      if (out.kind == ir::GraphOutput::Kind::Tensor && out.node == node.id &&
-          out.mutated_input == base.input_position) {
-        return false;
-      }
-    }
-  }
-  return true;
+  return base.kind == NodeKind::Input && !written_up_to(plan, last, g, base.id, scatter.id);
 }
 
 }  // namespace

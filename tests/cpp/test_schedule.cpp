@@ -297,22 +297,20 @@ KernelSchedule decode_attention_schedule(Counter counter_update, int64_t new_row
                                         "counter", ""});
   };
   if (counter_update == Counter::MovesFirst) move_counter();
-  const auto write = [&](NodeId base, NodeId values) {
-    const std::vector<ir::Expr> i{ir::loop_var(0), ir::loop_var(1), ir::loop_var(2), ir::loop_var(3)};
+  const std::vector<ir::Expr> i{ir::loop_var(0), ir::loop_var(1), ir::loop_var(2), ir::loop_var(3)};
+  // The counter's rows of `cache` (or of `base`, a write onto it) become `values`: the output that
+  // updates the cache.
+  const auto write = [&](NodeId cache, NodeId values, NodeId base) {
     const ir::Expr row = ir::add(i[2], ir::load(1, DType::I64, {}));
     const NodeId written =
         f.b().scatter(base, fresh, {counter, values}, {i[0], i[1], row, i[3]}, ir::load(2, DType::BF16, i), false);
-    g.outputs.push_back(ir::GraphOutput{ir::GraphOutput::Kind::Tensor, written, nullptr, g.node(base).input_position,
+    g.outputs.push_back(ir::GraphOutput{ir::GraphOutput::Kind::Tensor, written, nullptr, g.node(cache).input_position,
                                         "cache", ""});
     return written;
   };
-  NodeId key_base = cache_k;
-  if (rows_from_0_first) {
-    const std::vector<ir::Expr> i{ir::loop_var(0), ir::loop_var(1), ir::loop_var(2), ir::loop_var(3)};
-    key_base = f.b().scatter(cache_k, fresh, {counter, k}, i, ir::load(2, DType::BF16, i), false);
-  }
-  const NodeId keys = write(key_base, k), values = write(cache_v, v);
-  if (rows_from_0_first) g.outputs[g.outputs.size() - 2].mutated_input = g.node(cache_k).input_position;
+  const NodeId key_base =
+      rows_from_0_first ? f.b().scatter(cache_k, fresh, {counter, k}, i, ir::load(2, DType::BF16, i), false) : cache_k;
+  const NodeId keys = write(cache_k, k, key_base), values = write(cache_v, v, cache_v);
   const NodeId attention = f.b().attention(q, keys, values, std::nullopt, 0.25, false);
   f.output(attention);
   if (counter_update == Counter::MovesAfter) move_counter();
