@@ -16,8 +16,13 @@ import torch
 from helpers import assert_same, capturing_backend, rand
 
 GLOBAL = re.compile(r"__global__ void[^{]*\{")
-# A node kernel's device function (the body its entry point and grouped launches call).
-RUN = re.compile(r"__device__ __forceinline__ void (?P<name>\w+_run)\([^{]*\{\n(?P<first>[^\n]*)\n")
+# A node kernel's device function (the body its entry point and grouped launches call). Before its
+# wait it may request its small inputs into L2 (lm_prefetch_l2: a hint that reads nothing into the
+# kernel, computed from parameters alone).
+RUN = re.compile(
+    r"__device__ __forceinline__ void (?P<name>\w+_run)\([^{]*\{\n"
+    r"(?P<prefetches>(?:  lm_prefetch_l2\([^\n]*\n)*)(?P<first>[^\n]*)\n"
+)
 CALLED = re.compile(r"(\w+_run)\(")
 # The decode attention's entry (attention_decode.cuh): where the schedule proved which cache rows
 # the kernel ahead writes (LM_EARLY_ROWS), its vector path requests keys and values before it waits;
@@ -39,13 +44,15 @@ def body_after(source: str, opening: int) -> str:
 
 def check_kernels_wait_first(sources: list[str]) -> int:
     """Asserts that every kernel, and every node kernel's device function, starts with
-    lm_kernel_entry(). An entry point that does not only passes its blocks on to such functions (a
-    node kernel's own, one line; a grouped launch's, which picks the member from blockIdx.x and its
-    parameters' block counts) and reads nothing else. Returns how many kernels it checked."""
+    lm_kernel_entry() (after its L2 prefetches, which read parameters only). An entry point that
+    does not only passes its blocks on to such functions (a node kernel's own, one line; a grouped
+    launch's, which picks the member from blockIdx.x and its parameters' block counts) and reads
+    nothing else. Returns how many kernels it checked."""
     waiting = set()
     for source in sources:
         for run in RUN.finditer(source):
             assert run["first"].strip() == "lm_kernel_entry();", run.group(0)
+            assert "[" not in run["prefetches"], run.group(0)
             waiting.add(run["name"])
     checked = 0
     for source in sources:

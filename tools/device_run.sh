@@ -49,8 +49,9 @@ case "$what" in
     for ids in "$OUT"/shard_*.ids; do
       # One id per line: parametrized ids may hold spaces.
       ( mapfile -t selected < "$ids"
-        # A test past 200 s gets its threads' stacks in the log (pyproject's faulthandler_timeout).
-        timeout "${SHARD_SECONDS:-460}" python3 -m pytest -q -p no:cacheprovider -rfE -o faulthandler_timeout=200 "${selected[@]}" \
+        # A test past 200 s gets its threads' stacks in the log (pyproject's faulthandler_timeout);
+        # -v names each test as it starts, so a shard stopped by `timeout` names the one it was in.
+        timeout "${SHARD_SECONDS:-460}" python3 -m pytest -v -p no:cacheprovider -rfE -o faulthandler_timeout=200 "${selected[@]}" \
           > "${ids%.ids}.log" 2>&1
         echo "exit $?" >> "${ids%.ids}.log" ) &
     done
@@ -61,6 +62,12 @@ case "$what" in
       tail -1 "$log" | grep -qx "exit 0" || status=1
     done
     grep -hE "^(FAILED|ERROR) " "$OUT"/shard_*.log | head -40
+    # The device tool returns only a few files: show where a shard that ran out of time stopped.
+    for log in "$OUT"/shard_*.log; do
+      tail -1 "$log" | grep -qx "exit 124" || continue
+      echo "== $(basename "$log") ran out of time; its last lines:"
+      grep -vE "^(DEBUG|INFO) " "$log" | tail -15 | cut -c1-200
+    done
     exit $status ;;
   bench)
     python3 benchmarks/dlrm_bench.py --json "$OUT/bench.json" "$@" 2>&1 | tee "$OUT/bench.log" | tail -40 ;;

@@ -92,6 +92,11 @@ Kernel generate_row_kernel(const ir::Graph& graph, const ir::Expr& rows);
 // module holds the members' text before it. `members` indexes `kernels`.
 Kernel render_kernel_group(const std::vector<Kernel>& kernels, const std::vector<int>& members);
 
+// The largest input a node kernel requests into L2 before it waits for the kernels ahead
+// (the prelude's lm_prefetch_l2): a decode step's vectors and norm weights; larger inputs stream
+// with the kernel's own loads.
+constexpr int64_t kPrefetchBytes = 64 * 1024;
+
 // Helper definitions every kernel relies on (no #includes: NVRTC needs no headers).
 const std::string& prelude();
 

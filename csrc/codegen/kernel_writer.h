@@ -187,9 +187,12 @@ class KernelWriter {
   // `__launch_bounds__(<block size>)`
   std::string launch_bounds() const;
   // A node kernel's device function's signature (LM_KERNEL_run: the block `lm_block` of
-  // `lm_grid`) and its first statement, lm_kernel_entry() (the wait for the kernels ahead of it:
-  // codegen prelude).
+  // `lm_grid`), the L2 prefetches of its small inputs and lm_kernel_entry() (the wait for the
+  // kernels ahead of it: codegen prelude), before any load.
   std::string kernel_opening() const;
+  // The bytes of input `slot` that kernel_opening requests into L2 before the wait, as C; nullopt:
+  // none (symbolic shape, empty, or larger than kPrefetchBytes).
+  std::optional<std::string> prefetch_bytes(int slot) const;
   // The __global__ function that runs a node kernel's device function (kernel_opening) with the
   // launch's blocks; finish_node_kernel appends it and names the kernel.
   std::string entry_point() const;

@@ -301,8 +301,55 @@ std::string KernelWriter::warp_combine(const Combine& c) const {
 // piece) and an entry point that calls it with the launch's own: a grouped launch
 // (render_kernel_group) calls several such functions, each with its share of the blocks.
 std::string KernelWriter::kernel_opening() const {
-  return "__device__ __forceinline__ void LM_KERNEL_run(const LM_KERNEL_params& p, const unsigned int lm_block, "
-         "const unsigned int lm_grid) {\n  lm_kernel_entry();\n";
+  std::string prefetches;
+  for (size_t slot = 0; slot < operands_.size(); ++slot) {
+    if (const std::optional<std::string> bytes = prefetch_bytes(static_cast<int>(slot))) {
+      prefetches += str_cat("  lm_prefetch_l2(", operand_pointer(static_cast<int>(slot)), ", ", *bytes, ", ",
+                            kPrefetchBytes, "LL, lm_block, lm_grid);\n");
+    }
+  }
+  return str_cat("__device__ __forceinline__ void LM_KERNEL_run(const LM_KERNEL_params& p, const unsigned int lm_block, "
+                 "const unsigned int lm_grid) {\n",
+                 prefetches, "  lm_kernel_entry();\n");
+}
+
+// The bytes from input `slot`'s pointer to its last element, as C, where its shape is static and
+// (when its strides are constant) it holds at most kPrefetchBytes; nullopt otherwise. Strided
+// inputs are measured at run time, and lm_prefetch_l2 leaves those past kPrefetchBytes alone.
+std::optional<std::string> KernelWriter::prefetch_bytes(int slot) const {
+  const OperandInfo& op = operands_.at(static_cast<size_t>(slot));
+  if (op.layout == Layout::Row) return std::nullopt;
+  std::vector<int64_t> sizes;
+  for (const Expr& dim : op.shape) {
+    const std::optional<int64_t> size = ir::as_int_const(dim);
+    if (!size || *size <= 0) return std::nullopt;  // symbolic or empty
+    sizes.push_back(*size);
+  }
+  const int64_t element = static_cast<int64_t>(dtype_size(op.dtype));
+  if (op.layout == Layout::Strided) {
+    // 1 + sum((size - 1) * stride) elements: within the tensor whatever the strides' signs.
+    const std::vector<std::string> strides = operand_strides(slot);
+    std::string span = "1LL";
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      if (sizes[d] > 1) span = str_cat(span, " + ", sizes[d] - 1, "LL * ", strides[d]);
+    }
+    return str_cat("(", span, ") * ", element, "LL");
+  }
+  // Elements: contiguous, the product of the sizes; constant strides, 1 + sum((size - 1) * stride).
+  int64_t span = 1;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    bool overflow = false;
+    if (op.layout == Layout::Fixed) {
+      const int64_t stride = op.fixed_strides.at(d);
+      int64_t term = 0;
+      overflow = stride < 0 || __builtin_mul_overflow(sizes[d] - 1, stride, &term) ||
+                 __builtin_add_overflow(span, term, &span);
+    } else {
+      overflow = __builtin_mul_overflow(span, sizes[d], &span);
+    }
+    if (overflow || span > kPrefetchBytes / element) return std::nullopt;
+  }
+  return str_cat(span * element, "LL");
 }
 
 std::string KernelWriter::entry_point() const {

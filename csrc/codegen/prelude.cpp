@@ -53,7 +53,8 @@ __device__ __forceinline__ void lm_copy16_wait_all() {
 // is complete. Two kinds read before their wait what no kernel ahead can be writing: the GEMV its
 // first weights (nothing in the graph writes them), and the decode attention its keys and values,
 // requesting again after the wait the rows the schedule proved are the only ones written ahead of
-// it (attention_decode.cuh).
+// it (attention_decode.cuh). Node kernels request their small inputs into L2 before the wait
+// (lm_prefetch_l2, below), which reads nothing into the kernel.
 __device__ __forceinline__ void lm_wait_for_predecessors() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -68,6 +69,25 @@ __device__ __forceinline__ void lm_allow_successors() {
 __device__ __forceinline__ void lm_kernel_entry() {
   lm_allow_successors();
   lm_wait_for_predecessors();
+}
+// Requests the 128-byte lines of [p, p + bytes) into L2, spread over the grid's threads, unless
+// there are more than max_bytes (large inputs stream with the kernel's own loads). Node
+// kernels call it for their small inputs before lm_kernel_entry's wait, so that what an earlier
+// step left in memory (a residual stream, a norm's weight, evicted by the products streamed since)
+// is on its way while the kernel ahead finishes, instead of queueing after the wait behind the
+// next product's early weights. It cannot read stale data: a prefetch returns nothing and fills no
+// L1, and L2 is where every SM's stores go, so a line requested before the kernel ahead writes it
+// holds that write when the loads after the wait read it.
+__device__ __forceinline__ void lm_prefetch_l2(const void* p, lm_i64 bytes, lm_i64 max_bytes, unsigned int block,
+                                               unsigned int grid) {
+  if (bytes <= 0 || bytes > max_bytes) return;
+  const unsigned long long first = (unsigned long long)p & ~127ull;
+  const lm_i64 lines = (lm_i64)(((unsigned long long)p + (unsigned long long)bytes - first + 127ull) >> 7);
+  for (lm_i64 line = (lm_i64)block * blockDim.x + threadIdx.x; line < lines; line += (lm_i64)grid * blockDim.x) {
+#if defined(__CUDA_ARCH__)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(first + ((unsigned long long)line << 7)));
+#endif
+  }
 }
 
 __device__ __forceinline__ float lm_h2f(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }

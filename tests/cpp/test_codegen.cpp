@@ -12,6 +12,7 @@
 #include "passes/row_plan.h"
 #include "schedule/kernel_schedule.h"
 #ifdef LUMINAL_HAVE_CUDA
+#include "nvrtc_helpers.h"
 #include "runtime/cuda/api.h"
 #include "runtime/cuda/nvrtc.h"
 #endif
@@ -85,6 +86,36 @@ TEST(CodegenGolden, ElementwiseThreadPerElement) {
   EXPECT_EQ(k.threads_per_output, 1);
   expect_golden(k, kGoldenElementwise, "elementwise");
   expect_compiles({k});
+}
+
+// A node kernel requests each small input into L2 before its wait for the kernels ahead (so that
+// an input an earlier step left in memory is on its way meanwhile), and leaves alone inputs past
+// kPrefetchBytes and inputs of symbolic size, which stream with the kernel's own loads.
+TEST(Codegen, SmallInputsAreRequestedIntoL2BeforeTheWait) {
+  GraphFixture f;
+  const NodeId row = f.input(DType::BF16, {int_const(1), int_const(2048)});    // 4 KiB
+  const NodeId table = f.input(DType::BF16, {int_const(64), int_const(2048)});  // 256 KiB
+  const NodeId ragged = f.input(DType::BF16, {ir::symbol("n"), int_const(2048)});
+  const ir::Expr i1 = ir::loop_var(1);
+  const ir::Expr zero = int_const(0);
+  const ir::Expr body = ir::add(ir::add(ir::load(0, DType::BF16, {zero, i1}), ir::load(1, DType::BF16, {zero, i1})),
+                                ir::load(2, DType::BF16, {zero, i1}));
+  const NodeId out = f.b().pointwise(DType::BF16, {int_const(1), int_const(2048)}, {row, table, ragged}, body);
+  const std::string text = generate(f, out).source;
+  const size_t wait = text.find("lm_kernel_entry();");
+  ASSERT_NE(wait, std::string::npos) << text;
+  const size_t prefetch = text.find(str_cat("lm_prefetch_l2(p.in0, 4096LL, ", codegen::kPrefetchBytes, "LL"));
+  EXPECT_LT(prefetch, wait) << text;
+  EXPECT_EQ(text.find("lm_prefetch_l2(p.in1"), std::string::npos) << "256 KiB is past the limit:\n" << text;
+  EXPECT_EQ(text.find("lm_prefetch_l2(p.in2"), std::string::npos) << "a symbolic size:\n" << text;
+  // Strided inputs are measured at run time: the prelude's check leaves the large ones alone.
+  const NodeId strided = f.b().pointwise(DType::BF16, {int_const(1), int_const(2048)}, {table},
+                                         ir::load(0, DType::BF16, {zero, i1}));
+  const std::string strided_text = generate(f, strided, Layout::Strided).source;
+  EXPECT_NE(strided_text.find("lm_prefetch_l2(p.in0, (1LL + 63LL * p.stride0_0 + 2047LL * p.stride0_1) * 2LL"),
+            std::string::npos)
+      << strided_text;
+  expect_compiles({generate(f, out), generate(f, strided, Layout::Strided)});
 }
 
 TEST(CodegenGolden, StridedBf16Elementwise) {
@@ -246,25 +277,6 @@ TEST(CodegenGolden, AttentionFillsTheTemplateForEveryDtype) {
   expect_compiles(kernels);
 }
 
-#ifdef LUMINAL_HAVE_CUDA
-// ptxas's report for `source` compiled for sm_90 (NVRTC's log with --ptxas-options=-v).
-std::string ptxas_report(const std::string& source) {
-  const cuda::NvrtcApi& api = cuda::nvrtc();
-  nvrtcProgram program = nullptr;
-  cuda::check(api.nvrtcCreateProgram(&program, source.c_str(), "attention.cu", 0, nullptr, nullptr),
-              "nvrtcCreateProgram");
-  const char* options[] = {"--gpu-architecture=sm_90", "--std=c++17", "-default-device", "--ptxas-options=-v"};
-  const nvrtcResult result = api.nvrtcCompileProgram(program, 4, options);
-  size_t size = 0;
-  api.nvrtcGetProgramLogSize(program, &size);
-  std::string log(size, '\0');
-  if (size) api.nvrtcGetProgramLog(program, log.data());
-  api.nvrtcDestroyProgram(&program);
-  EXPECT_EQ(result, NVRTC_SUCCESS) << log;
-  return log;
-}
-#endif
-
 // The tensor-core attention kernel's launch bounds cap its registers (four blocks per SM at head
 // size 64 without a mask, three with one, two above 64): every variant must fit without spilling
 // to local memory, which would cost more than the occupancy gains.
@@ -284,7 +296,8 @@ TEST(CodegenGolden, TensorCoreAttentionDoesNotSpill) {
     if (c.mask) mask = f.input(DType::BF16, {int_const(2), int_const(1), int_const(197), int_const(197)});
     f.b().set_origin("attention");
     const NodeId out = f.b().attention(q, k, v, mask, 0.125, c.causal);
-    const std::string report = ptxas_report(codegen::module_source({generate(f, out, Layout::Strided)}));
+    const std::string report =
+        testing::compile_for_sm90(codegen::module_source({generate(f, out, Layout::Strided)}), true).log;
     const size_t kernel = report.find("Compiling entry function 'lm_", report.find("'lm_export_errors'") + 1);
     ASSERT_NE(kernel, std::string::npos) << report;
     EXPECT_NE(report.find(" 0 bytes spill stores, 0 bytes spill loads", kernel), std::string::npos)
@@ -318,7 +331,7 @@ TEST(CodegenGolden, DecodeAttentionKernelDoesNotSpill) {
     const Kernel kernel = generate(f, out, Layout::Strided);
     EXPECT_NE(kernel.source.find("LM_KEYS_IN_FLIGHT"), std::string::npos) << "not the decode kernel:\n" << kernel.source;
     EXPECT_EQ(kernel.source.find('@'), std::string::npos) << "a template placeholder was left:\n" << kernel.source;
-    const std::string report = ptxas_report(codegen::module_source({kernel}));
+    const std::string report = testing::compile_for_sm90(codegen::module_source({kernel}), true).log;
     const size_t entry = report.find("Compiling entry function 'lm_", report.find("'lm_export_errors'") + 1);
     ASSERT_NE(entry, std::string::npos) << report;
     EXPECT_NE(report.find(" 0 bytes spill stores, 0 bytes spill loads", entry), std::string::npos)

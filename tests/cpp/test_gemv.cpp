@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "config_helpers.h"
 #ifdef LUMINAL_HAVE_CUDA
+#include "nvrtc_helpers.h"
 #include "runtime/cuda/api.h"
 #include "runtime/cuda/gemv.h"
 #include "runtime/cuda/standalone_kernel.h"
@@ -147,22 +148,6 @@ TEST(Gemv, GroupedLaunchOnlyForProductsOfOneActivation) {
   EXPECT_FALSE(cuda::gemv_groupable({first}, {&strided, 0, at(2048)}));
 }
 
-// The module's PTX for sm_90 (NVRTC, no GPU needed).
-std::string gemv_ptx(const std::string& source) {
-  const cuda::NvrtcApi& api = cuda::nvrtc();
-  nvrtcProgram program = nullptr;
-  cuda::check(api.nvrtcCreateProgram(&program, source.c_str(), "gemv.cu", 0, nullptr, nullptr), "nvrtcCreateProgram");
-  const char* options[] = {"--gpu-architecture=sm_90", "--std=c++17", "-default-device"};
-  const nvrtcResult result = api.nvrtcCompileProgram(program, 3, options);
-  size_t size = 0;
-  api.nvrtcGetPTXSize(program, &size);
-  std::string ptx(size, '\0');
-  if (result == NVRTC_SUCCESS && size) api.nvrtcGetPTX(program, ptx.data());
-  api.nvrtcDestroyProgram(&program);
-  EXPECT_EQ(result, NVRTC_SUCCESS);
-  return ptx;
-}
-
 // Under programmatic dependent launch the kernel ahead may still be writing a (the activations)
 // while this kernel's blocks run, until their griddepcontrol.wait. A non-coherent load
 // (ld.global.nc) tells the compiler the memory does not change while the kernel runs, so it may
@@ -171,7 +156,7 @@ std::string gemv_ptx(const std::string& source) {
 TEST(Gemv, OnlyTheWeightsAreReadAsUnchangingMemory) {
   for (DType dtype : {DType::F32, DType::BF16}) {
     for (int64_t rows : {int64_t{1}, int64_t{8}}) {
-      const std::string ptx = gemv_ptx(codegen::gemv_module_source(dtype, rows));
+      const std::string ptx = luminal::testing::compile_for_sm90(codegen::gemv_module_source(dtype, rows)).ptx;
       size_t weights = 0, others = 0;
       std::string first_other;
       for (size_t at = ptx.find("ld.global.nc"); at != std::string::npos; at = ptx.find("ld.global.nc", at + 1)) {
