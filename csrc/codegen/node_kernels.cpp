@@ -3,6 +3,7 @@
 #include <functional>
 
 #include "codegen/kernel_writer.h"
+#include "common/checked.h"
 #include "ir/simplify.h"
 
 namespace luminal::codegen::detail {
@@ -335,20 +336,17 @@ std::optional<std::string> KernelWriter::prefetch_bytes(int slot) const {
     }
     return str_cat("(", span, ") * ", element, "LL");
   }
-  // Elements: contiguous, the product of the sizes; constant strides, 1 + sum((size - 1) * stride).
+  // Contiguous: the product of the sizes. A constant's strides were checked when it was read
+  // (non-negative, its reach within int64: strided_storage_elements, as here).
   int64_t span = 1;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    bool overflow = false;
-    if (op.layout == Layout::Fixed) {
-      const int64_t stride = op.fixed_strides.at(d);
-      int64_t term = 0;
-      overflow = stride < 0 || __builtin_mul_overflow(sizes[d] - 1, stride, &term) ||
-                 __builtin_add_overflow(span, term, &span);
-    } else {
-      overflow = __builtin_mul_overflow(span, sizes[d], &span);
+  if (op.layout == Layout::Fixed) {
+    span = strided_storage_elements(sizes, op.fixed_strides, 0, "a constant's layout");
+  } else {
+    for (const int64_t size : sizes) {
+      if (__builtin_mul_overflow(span, size, &span) || span > kPrefetchBytes / element) return std::nullopt;
     }
-    if (overflow || span > kPrefetchBytes / element) return std::nullopt;
   }
+  if (span > kPrefetchBytes / element) return std::nullopt;
   return str_cat(span * element, "LL");
 }
 
