@@ -99,13 +99,16 @@ def test_fused_rms_norm_compiles(device: str) -> None:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize(
-    ("rows", "width"), [(1, 2048), (4, 4096), (32, 1024), (33, 1024), (3, 768), (130, 96)], ids=str
+    ("rows", "width"),
+    [(1, 2048), (4, 4096), (32, 1024), (33, 1024), (3, 768), (130, 96), (40, 256), (40, 128)],
+    ids=str,
 )
 def test_wide_rows_aligned_and_misaligned(dtype: torch.dtype, rows: int, width: int, device: str) -> None:
     """LayerNorm, RMSNorm and softmax rows whose length is a multiple of 8: a warp per row (a block
     per row for at most 32 rows of 1024 or more) reads them with 16-byte vectors when the pointers are
     aligned (the first call), element by element when an input starts one element into its storage
-    (the second); both must match eager."""
+    (the second); both must match eager. A row that the lanes cover in one vector each (256 or 32
+    lanes, 8 half or 4 float elements) reads its vectors before its folds."""
     weight, bias = rand(width, dtype=dtype, device=device), rand(width, dtype=dtype, device=device)
 
     def norms(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -126,4 +129,8 @@ def test_wide_rows_aligned_and_misaligned(dtype: torch.dtype, rows: int, width: 
     sources = [graph.cuda_source() for graph in captured]
     assert any(vector in source for source in sources), "no row read with 16-byte vectors"
     block_per_row = "for (lm_i64 lm_flat = lm_block; lm_flat < lm_n; lm_flat += lm_grid)"
-    assert any(block_per_row in source for source in sources) == (rows <= 32 and width >= 1024)
+    block = rows <= 32 and width >= 1024
+    assert any(block_per_row in source for source in sources) == block
+    lanes, per_lane = (256 if block else 32), (4 if dtype == torch.float32 else 8)
+    single_step = f"= (lm_i64)lm_lane * {per_lane};"
+    assert any(single_step in source for source in sources) == (width == lanes * per_lane)

@@ -167,6 +167,8 @@ class KernelWriter {
                                               int width);
   std::optional<VectorFold> emit_row_vector_fold(const Expr& fold, int scope, const Combine& c, const std::string& acc);
   std::optional<VectorFold> emit_row_vector_loop(const Expr& body, int along, int root, const std::string& length);
+  std::optional<VectorFold> emit_single_step_row(const Expr& body, int along, const std::string& length);
+  std::string store_row_vector(int scope, const std::vector<RowCopy>& copies, int along, const std::string& length);
   std::optional<VectorFold> emit_elementwise_vector(int unroll);
 
   // ---- node kernels (node_kernels.cpp) ----

@@ -187,6 +187,7 @@ std::string KernelWriter::row_body() {
   const std::string result = emit(body, element);
   const std::string length = shape_code(node_.shape[last]);
   const std::optional<VectorFold> vector = emit_row_vector_loop(body, along, root, length);
+  const std::optional<VectorFold> single = emit_single_step_row(body, along, length);
   std::ostringstream out;
   out << kernel_opening();
   out << "  const lm_i64 lm_n = " << shape_code(ir::simplify(ir::product(row_shape()), {})) << ";\n";
@@ -200,6 +201,7 @@ std::string KernelWriter::row_body() {
   }
   out << "    bool lm_ok = true; (void)lm_ok;\n";
   out << unravel("lm_flat", 4, row_shape());
+  if (single) out << "    if (" << single->condition << ") {\n" << single->code << "    } else {\n";
   out << scopes_[root]->code.str();
   const std::string r = str_cat("r", along);
   if (vector) {
@@ -217,6 +219,7 @@ std::string KernelWriter::row_body() {
   out << "      p.out[lm_flat * " << length << " + " << r << "] = " << store_code(result) << ";\n";
   out << "    }\n";
   if (vector) out << "    }\n";
+  if (single) out << "    }\n";
   out << "  }\n}\n";
   return out.str();
 }

@@ -153,16 +153,47 @@ std::optional<KernelWriter::VectorFold> KernelWriter::emit_row_vector_loop(const
   if (!loads.empty()) vector.condition += " && " + row_vector_condition(loads, width);
   const int loop = open_scope(root, {}, false);
   const std::vector<RowCopy> copies = emit_row_vector_copies(body, along, loop, loads, width);
-  const char* storage = storage_type(node_.dtype);
-  std::ostringstream& code = scopes_[loop]->code;
-  for (const RowCopy& copy : copies) code << scopes_[copy.scope]->code.str();
-  line(loop, str_cat("alignas(16) ", storage, " lm_o[", width, "];"));
-  for (int j = 0; j < width; ++j) line(loop, str_cat("lm_o[", j, "] = ", store_code(copies[j].value), ";"));
-  const char* type = vector_type(out_bytes);
-  line(loop, str_cat("*reinterpret_cast<", type, "*>(p.out + (lm_flat * ", length, " + r", along,
-                     ")) = *reinterpret_cast<const ", type, "*>(lm_o);"));
-  vector.code = code.str();
+  vector.code = store_row_vector(loop, copies, along, length);
   return vector;
+}
+
+// Pastes the copies' code into `scope`, then stores their values as one vector at the row's
+// element r<along>; returns the scope's code.
+std::string KernelWriter::store_row_vector(int scope, const std::vector<RowCopy>& copies, int along,
+                                           const std::string& length) {
+  const int width = static_cast<int>(copies.size());
+  std::ostringstream& code = scopes_[scope]->code;
+  for (const RowCopy& copy : copies) code << scopes_[copy.scope]->code.str();
+  line(scope, str_cat("alignas(16) ", storage_type(node_.dtype), " lm_o[", width, "];"));
+  for (int j = 0; j < width; ++j) line(scope, str_cat("lm_o[", j, "] = ", store_code(copies[j].value), ";"));
+  const char* type = vector_type(dtype_size(node_.dtype) * width);
+  line(scope, str_cat("*reinterpret_cast<", type, "*>(p.out + (lm_flat * ", length, " + r", along,
+                      ")) = *reinterpret_cast<const ", type, "*>(lm_o);"));
+  return code.str();
+}
+
+// A row that the lanes cover in one step each (its static length is lanes * width): the row's
+// vector loads are issued first, then its folds, so that what the outputs read besides the folds
+// (a norm's weight) is in flight with the folds' loads instead of being requested after their
+// combine, a second trip to memory on the critical path of a small kernel (a decode step's
+// residual sum and RMSNorm). The loads and the body are the vector loop's; only their order
+// changes (the lanes' shared folds are emitted in the same root scope, so they still see every
+// lane). nullopt when the row takes more than one step or nothing is read as vectors.
+std::optional<KernelWriter::VectorFold> KernelWriter::emit_single_step_row(const Expr& body, int along,
+                                                                           const std::string& length) {
+  const int width = schedule_.row_vector;
+  const std::optional<int64_t> extent = ir::as_int_const(node_.shape.back());
+  if (width < 2 || !extent || *extent != int64_t{lanes_} * width) return std::nullopt;
+  const std::vector<Expr> loads = row_vector_loads(body, along, width);
+  if (loads.empty()) return std::nullopt;
+  const size_t out_bytes = dtype_size(node_.dtype) * width;
+  VectorFold single;
+  single.condition = str_cat("(((unsigned long long)p.out) & ", out_bytes - 1, "ull) == 0ull && ",
+                             row_vector_condition(loads, width));
+  const int root = open_scope(-1, {}, false);
+  line(root, str_cat("const lm_i64 r", along, " = (lm_i64)lm_lane * ", width, ";"));
+  single.code = store_row_vector(root, emit_row_vector_copies(body, along, root, loads, width), along, length);
+  return single;
 }
 
 // An unrolled elementwise kernel's group of `unroll` consecutive elements with vectors: the body

@@ -185,6 +185,39 @@ TEST(RowFusion, RowCodeComputesTheFoldsOncePerRowAndCompiles) {
   EXPECT_EQ(kernel.threads_per_output, 32);
 }
 
+// A row the lanes cover in one vector each (a block of 256 lanes, 4 floats each: 1024): its
+// vectors, the norm's weight among them, are read before the fold's first shuffle, so that the
+// weight is not requested after the combine. Rows of two steps keep the loop alone.
+TEST(RowFusion, ARowOfOneVectorPerLaneReadsItsVectorsBeforeItsFolds) {
+  for (const int64_t cols : {1024, 2048}) {
+    GraphFixture f;
+    const NodeId a = f.input(DType::F32, {int_const(1), int_const(cols)});
+    const NodeId b = f.input(DType::F32, {int_const(1), int_const(cols)});
+    const NodeId weight = f.input(DType::F32, {int_const(1), int_const(cols)});
+    f.output(binary(f, rms_norm_of(f, binary(f, a, b, ExprOp::Add), cols), weight, ExprOp::Mul));
+    const ir::Graph fused = passes::fuse_row_broadcasts(passes::optimize(f.graph()));
+    ASSERT_EQ(compute_nodes(fused), 1u) << fused.to_string();
+    const ir::Node& row = fused.node(fused.outputs[0].node);
+    const std::vector<schedule::OperandInfo> operands = schedule::kernel_operands(fused, row);
+    const schedule::KernelSchedule s = schedule::choose_schedule(row, operands);
+    ASSERT_EQ(s.mapping, schedule::Mapping::BlockPerRow);
+    ASSERT_EQ(s.block_size * s.row_vector, 1024);
+    const std::string source = codegen::render_kernel(row, operands, s).source;
+    const size_t single = source.find("= (lm_i64)lm_lane * 4;");
+    if (cols == 2048) {
+      EXPECT_EQ(single, std::string::npos) << source;
+      continue;
+    }
+    ASSERT_NE(single, std::string::npos) << source;
+    const size_t combine = source.find("__shfl_xor_sync", single);
+    ASSERT_NE(combine, std::string::npos) << source;
+    for (int operand = 0; operand < 3; ++operand) {
+      const size_t read = source.find(str_cat("*>(p.in", operand, " + (r"), single);
+      EXPECT_LT(read, combine) << "operand " << operand << " read after the fold's combine:\n" << source;
+    }
+  }
+}
+
 #if LUMINAL_HAVE_CUDA
 // Every dtype a LayerNorm row is stored in: the fused plan is one warp-per-row kernel, and its
 // module compiles with NVRTC (no GPU needed; the CUDA suites check the values on a device).
