@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "frontend/translate.h"
 
 #include <cmath>
@@ -242,6 +243,7 @@ const Registry& Registry::instance() {
     register_sorting_ops(r);
     register_misc_core_ops(r);
     register_attention_ops(r);
+    register_complex_ops(r);
     return r;
   }();
   return registry;
@@ -494,10 +496,13 @@ Shape Context::out_shape(const pt2::Node& node, size_t output) const { return me
 void Context::set_output(const pt2::Node& node, size_t output, NodeId id) {
   const std::string& name = output_name(node, output);
   const ir::Node& produced = graph_.node(id);
-  const DType expected_dtype = meta_dtype(name);
+  // A complex value is its pair: the pair's real dtype, the complex shape and a last dimension of 2.
+  const std::optional<DType> pair = complex_pair_dtype(meta(name).dtype);
+  const DType expected_dtype = pair ? *pair : meta_dtype(name);
   LUMINAL_CHECK(produced.dtype == expected_dtype, "internal error: produced ", ir::node_signature(produced),
-                " for '", name, "' but export metadata says ", dtype_name(expected_dtype));
-  const Shape expected = meta_shape(name);
+                " for '", name, "' but export metadata says ", dtype_name(expected_dtype), pair ? " pairs" : "");
+  Shape expected = meta_shape(name);
+  if (pair) expected.push_back(ir::int_const(2));
   LUMINAL_CHECK(expected.size() == produced.rank(), "internal error: produced ", ir::node_signature(produced),
                 " for '", name, "' but export metadata says rank ", expected.size(), " ",
                 ir::shape_to_string(expected));
@@ -563,11 +568,32 @@ class GraphBuilder {
       }
       bind_stand_ins(node);
     }
+    refuse_complex_results(refusals);
     return refusals;
   }
 
  private:
   const pt2::Graph& pt2_graph() const { return package_.program.graph_module.graph; }
+
+  bool is_complex_tensor(const std::string& name) const { return frontend::is_complex_tensor(pt2_graph(), name); }
+
+  // A graph's results are real tensors: the producer of a complex result is refused (it runs in
+  // eager, which hands the partition before it the real values it reads).
+  void refuse_complex_results(std::vector<Refusal>& refusals) const {
+    for (const pt2::Argument& out : pt2_graph().outputs) {
+      if (!out.is_tensor() || !is_complex_tensor(out.as_tensor().name)) continue;
+      for (const pt2::Node& node : pt2_graph().nodes) {
+        const bool produces = std::any_of(node.outputs.begin(), node.outputs.end(), [&](const pt2::Argument& a) {
+          return a.is_tensor() && a.as_tensor().name == out.as_tensor().name;
+        });
+        const bool listed = std::any_of(refusals.begin(), refusals.end(),
+                                        [&](const Refusal& r) { return r.node == node_name(node); });
+        if (produces && !listed) refusals.push_back({node_name(node), node.target, kComplexResult});
+      }
+    }
+  }
+
+  static constexpr const char* kComplexResult = "its complex result leaves the graph: luminal returns real tensors";
 
   // Reports every unsupported operator at once, with the nodes that use it.
   void check_supported() const {
@@ -730,7 +756,13 @@ class GraphBuilder {
 
   void translate_node(const pt2::Node& node) {
     if (passthrough_targets().count(node.target)) return;
-    const TranslatorFn* fn = Registry::instance().find(node.target);
+    const bool complex = touches_complex(pt2_graph(), node);
+    const TranslatorFn* fn = complex ? complex_translator(node.target) : Registry::instance().find(node.target);
+    if (!fn) {
+      throw UnsupportedNode(node_name(node), node.target, kComplexOnly,
+                            str_cat("cannot translate node ", node_name(node), " (", short_target(node.target),
+                                    "): ", kComplexOnly));
+    }
     context_.builder().set_op(node_name(node), short_target(node.target));
     const std::string origin = context_.builder().origin();
     try {
@@ -756,6 +788,10 @@ class GraphBuilder {
                                     location.empty() ? "" : "\n  at " + location, "\n  ", error.what()));
     }
   }
+
+  static constexpr const char* kComplexOnly =
+      "it reads or produces a complex tensor, which luminal computes only in polar, view_as_complex, "
+      "view_as_real, mul, view, reshape, unsqueeze and clone";
 
   void add_outputs() {
     const auto& specs = package_.program.graph_module.signature.output_specs;
@@ -789,6 +825,7 @@ class GraphBuilder {
       case pt2::Argument::Kind::Tensor: {
         out.kind = ir::GraphOutput::Kind::Tensor;
         out.name = arg.as_tensor().name;
+        LUMINAL_CHECK(!is_complex_tensor(out.name), "graph output '", out.name, "': ", kComplexResult);
         out.node = context_.value(out.name);
         const auto meta = pt2_graph().tensor_values.find(out.name);
         if (meta != pt2_graph().tensor_values.end()) {

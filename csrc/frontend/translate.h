@@ -138,5 +138,14 @@ void register_math_ops(Registry& registry);
 void register_sorting_ops(Registry& registry);
 void register_misc_core_ops(Registry& registry);
 void register_attention_ops(Registry& registry);
+void register_complex_ops(Registry& registry);
+
+// Complex values (complex.cpp): a complex64 (complex128) tensor is translated as an f32 (f64) pair
+// tensor with a last dimension of 2, and only by complex_translator's targets (null: refused).
+std::optional<DType> complex_pair_dtype(int serde_code);  // COMPLEXFLOAT -> F32, COMPLEXDOUBLE -> F64
+bool is_complex_code(int serde_code);                      // any complex type, complex32 included
+const TranslatorFn* complex_translator(const std::string& target);
+bool is_complex_tensor(const pt2::Graph& graph, const std::string& tensor_name);
+bool touches_complex(const pt2::Graph& graph, const pt2::Node& node);  // reads or produces a complex tensor
 
 }  // namespace luminal::frontend

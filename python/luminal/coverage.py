@@ -27,7 +27,7 @@ EXCLUSIONS: list[tuple[str, str]] = [
     (r"\.native_dropout\.", "training only: dropout is the identity at inference (eval mode)"),
     (r"\.(rand|randn|randperm|bernoulli|normal|uniform|exponential|multinomial)\.", "random number generation"),
     (r"\.out$", "out= variant: exported graphs are functional and never contain it"),
-    (r"\._fft_", "complex dtypes are not supported"),
+    (r"\._fft_", "FFTs: complex values are computed only by polar, view_as_complex/real, mul"),
     (r"\._local_scalar_dense\.", "copies a tensor value to the host (.item()): a data-dependent host sync"),
     (r"\.nonzero\.", "data-dependent output shape: runs in eager through the fallback"),
 ]
