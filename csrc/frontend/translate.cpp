@@ -1,6 +1,6 @@
-#include <algorithm>
 #include "frontend/translate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <numeric>
