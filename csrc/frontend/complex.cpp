@@ -55,22 +55,14 @@ Shape complex_shape(Builder& b, NodeId pair) {
 }
 
 // Part `part` (0 real, 1 imaginary) of the pair in `slot`, broadcast to the complex shape `out`:
-// read at the first out.size() loop variables of a pair-shaped node.
+// Builder::broadcast_load against the pair-shaped output, its pair coordinate fixed to `part`.
 Expr pair_part(Builder& b, int slot, NodeId pair, const Shape& out, int part) {
-  const Shape in = complex_shape(b, pair);
-  LUMINAL_CHECK(in.size() <= out.size(), "cannot broadcast complex ", ir::shape_to_string(in), " to ",
-                ir::shape_to_string(out));
-  const size_t offset = out.size() - in.size();
-  std::vector<Expr> index;
-  for (size_t d = 0; d < in.size(); ++d) {
-    if (ir::as_int_const(in[d]) == 1 && ir::as_int_const(out[d + offset]) != 1) {
-      index.push_back(ir::int_const(0));
-    } else {
-      b.assert_equal(in[d], out[d + offset], "broadcast dimensions");
-      index.push_back(ir::loop_var(static_cast<int>(d + offset)));
-    }
-  }
-  index.push_back(ir::int_const(part));
+  complex_shape(b, pair);  // checks that it is a pair
+  Shape pair_out = out;
+  pair_out.push_back(ir::int_const(2));
+  const Expr load = b.broadcast_load(slot, pair, pair_out);
+  std::vector<Expr> index(load->args.begin(), load->args.end());
+  index.back() = ir::int_const(part);
   return ir::load(slot, b.dtype(pair), std::move(index));
 }
 
