@@ -166,3 +166,27 @@ class Mixed(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         hidden = torch.relu(self.first(x))
         return self.second(torch.tanh(wiggle(hidden)) + hidden)
+
+
+def apply_rotary(x: torch.Tensor, cis: torch.Tensor) -> torch.Tensor:
+    """Meta's apply_rotary_emb with a precomputed freqs_cis: x [batch, seq, heads, dim], cis [seq, dim/2]."""
+    real = torch.float64 if cis.dtype == torch.complex128 else torch.float32
+    pairs = torch.view_as_complex(x.to(real).reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(pairs * cis.view(1, x.shape[1], 1, pairs.shape[-1])).flatten(3).type_as(x)
+
+
+class RotaryLinear(torch.nn.Module):
+    """Meta's Llama layout: freqs_cis precomputed once and kept on the module, then sliced per call."""
+
+    def __init__(self, dim: int, heads: int, max_seq: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.proj = torch.nn.Linear(dim, dim)
+        freqs = 1.0 / (10000.0 ** (torch.arange(0, dim // heads, 2).float() / (dim // heads)))
+        angles = torch.outer(torch.arange(max_seq).float(), freqs)
+        self.register_buffer("freqs_cis", torch.polar(torch.ones_like(angles), angles), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq, dim = x.shape
+        q = self.proj(x).view(batch, seq, self.heads, dim // self.heads)
+        return apply_rotary(q, self.freqs_cis[:seq]).flatten(2)

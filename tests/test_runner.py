@@ -31,7 +31,7 @@ import torch
 from torch.export import Dim
 
 import luminal
-from helpers import assert_same, rand, set_env
+from helpers import RotaryLinear, assert_same, rand, set_env
 from luminal._cuda_libraries import _candidate_dirs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -450,3 +450,19 @@ def test_package_inputs_and_contents_are_checked(runner: Path, tmp_path: Path, d
     missing = rewrite_package(package, tmp_path / "missing.luminal", {"luminal_module/state/2.bin": None})
     expect_error(runner, [missing, "--list"], "state/2.bin")
     assert not out.exists(), "a failed run writes nothing"
+
+
+def test_a_complex_buffer_in_the_program_and_the_package(runner: Path, tmp_path: Path, device: str) -> None:
+    """Meta's Llama layout (freqs_cis kept on the module as complex64): the .pt2 holds it as a constant,
+    the package in its state; both bind it as pairs of floats."""
+    torch.manual_seed(3)
+    model = RotaryLinear(dim=16, heads=2, max_seq=12).eval().to(device)
+    x = rand(2, 7, 16, device=device)
+    pt2 = export_to(tmp_path / "rotary.pt2", model, (x,))
+    with torch.no_grad():
+        package = save_package(tmp_path / "rotary.luminal", model, (x,))
+        eager = [model(x)]
+    for archive in (pt2, package):
+        work = tmp_path / f"run_{archive.suffix[1:]}"
+        work.mkdir()
+        check_against_python(runner, archive, [x], eager, work, device=device, call=call_flat)

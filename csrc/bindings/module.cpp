@@ -20,6 +20,7 @@
 
 #include "bindings/reference_kernel.h"
 #include "common/cache_files.h"
+#include "common/checked.h"
 #include "common/config.h"
 #include "common/error.h"
 #include "common/notices.h"
@@ -85,6 +86,14 @@ class InputsOverlap : public CallInEager {
   using CallInEager::CallInEager;
 };
 
+// Raised by a call with an input whose conjugate or negative bit is set: torch negates its stored
+// values lazily on read, and the graph reads memory by pointer. The Python side runs that call in
+// eager (luminal.compile's modules too, where other binding failures raise).
+class LazyInput : public CallInEager {
+ public:
+  using CallInEager::CallInEager;
+};
+
 // An integer argument of a graph as the tensor that carries it: its value plus kSizeCarrierOffset
 // is the leading size of an empty [n, 0] tensor (no memory), so the core binds it as a shape
 // symbol. The offset keeps 0 and 1 from being specialized by torch.export (see backend.py).
@@ -97,15 +106,43 @@ at::Tensor size_carrier(int64_t value) {
   return at::empty({value + kSizeCarrierOffset, 0}, at::TensorOptions().dtype(at::kByte));
 }
 
+// The real dtype of a complex tensor's pairs (complex32 has none here).
+std::optional<DType> pair_dtype(at::ScalarType type) {
+  if (type == at::kComplexFloat) return DType::F32;
+  if (type == at::kComplexDouble) return DType::F64;
+  return std::nullopt;
+}
+
+// A tensor whose conjugate or negative bit is set (z.conj(), z.conj().imag) stores values that
+// torch negates lazily on read: bound by pointer, the graph would read the stored ones. Such a call
+// runs in eager.
+void refuse_lazy_bits(const at::Tensor& t, size_t position) {
+  if (t.is_conj() || t.is_neg()) {
+    throw LazyInput(str_cat("input #", position, " has its ", t.is_conj() ? "conjugate" : "negative",
+                              " bit set (a lazy view, e.g. of z.conj()): call .resolve_conj() or .resolve_neg() "
+                              "on it to compile the call"));
+  }
+}
+
 // Fills `view` in place (its size and stride vectors keep their capacity: no allocation per call).
+// A complex tensor becomes its pairs (TensorView::complex_pairs), as torch.view_as_real sees it.
 void fill_view(runtime::TensorView& view, const at::Tensor& t, size_t position) {
   LUMINAL_CHECK(t.defined(), "input #", position, " is an undefined tensor");
   LUMINAL_CHECK(t.layout() == at::kStrided, "input #", position, " is not a strided tensor");
+  refuse_lazy_bits(t, position);
   view.data = t.data_ptr();
-  view.dtype = to_dtype(t.scalar_type());
+  const std::optional<DType> pair = pair_dtype(t.scalar_type());
+  view.dtype = pair ? *pair : to_dtype(t.scalar_type());
+  view.complex_pairs = pair.has_value();
   const at::IntArrayRef sizes = t.sizes(), strides = t.strides();
   view.sizes.assign(sizes.begin(), sizes.end());
   view.strides.assign(strides.begin(), strides.end());
+  if (pair) {
+    const std::string who = str_cat("input #", position, "'s strides as pairs");
+    for (int64_t& stride : view.strides) stride = checked_mul(stride, int64_t{2}, who);
+    view.sizes.push_back(2);
+    view.strides.push_back(1);
+  }
   if (t.is_cuda()) {
     view.device = runtime::Device{runtime::DeviceType::CUDA, t.get_device()};
   } else {
@@ -126,13 +163,20 @@ bool view_on(const runtime::TensorView& view, const at::Device& device) {
 enum class ViewChange { None, Memory, Layout };
 
 ViewChange change_of(const runtime::TensorView& view, const at::Tensor& t) {
-  if (!t.defined() || t.layout() != at::kStrided || t.scalar_type() != to_scalar_type(view.dtype)) {
+  if (!t.defined() || t.layout() != at::kStrided || t.is_conj() || t.is_neg()) return ViewChange::Layout;
+  const std::optional<DType> pair = pair_dtype(t.scalar_type());
+  if (pair.has_value() != view.complex_pairs || (pair ? *pair != view.dtype : t.scalar_type() != to_scalar_type(view.dtype))) {
     return ViewChange::Layout;
   }
+  // A complex tensor's view has one more dimension (the pair) and strides twice its own.
+  const size_t rank = view.sizes.size() - (pair ? 1 : 0);
+  const int64_t scale = pair ? 2 : 1;
   const at::IntArrayRef sizes = t.sizes(), strides = t.strides();
-  const bool same_layout = view_on(view, t.device()) &&
-                           std::equal(sizes.begin(), sizes.end(), view.sizes.begin(), view.sizes.end()) &&
-                           std::equal(strides.begin(), strides.end(), view.strides.begin(), view.strides.end());
+  const bool same_layout =
+      view_on(view, t.device()) && sizes.size() == rank &&
+      std::equal(sizes.begin(), sizes.end(), view.sizes.begin()) &&
+      std::equal(strides.begin(), strides.end(), view.strides.begin(),
+                 [scale](int64_t stride, int64_t seen) { return seen % scale == 0 && seen / scale == stride; });
   if (!same_layout) return ViewChange::Layout;
   return t.data_ptr() == view.data ? ViewChange::None : ViewChange::Memory;
 }
@@ -636,6 +680,7 @@ PYBIND11_MODULE(_C, m) {
   const auto luminal_error = py::register_exception<Error>(m, "LuminalError", PyExc_RuntimeError);
   const auto call_in_eager = py::register_exception<CallInEager>(m, "LuminalCallInEagerError", luminal_error.ptr());
   py::register_exception<InputsOverlap>(m, "LuminalInputsOverlapError", call_in_eager.ptr());
+  py::register_exception<LazyInput>(m, "LuminalLazyInputError", call_in_eager.ptr());
   register_unsupported_node_error(m, luminal_error);
 
   py::class_<PyCompiledGraph>(m, "CompiledGraph")

@@ -6,10 +6,14 @@
 //
 // Only the translators below see complex values: a node that reads or produces one is translated by
 // complex_translator(target), and any other target is refused (it runs in eager), so no real-valued
-// translator ever computes on a pair as if it were a real tensor. Graph inputs and outputs stay
-// real: a complex result that leaves the graph is refused at its producer (translate.cpp).
+// translator ever computes on a pair as if it were a real tensor. A complex graph input or constant
+// is bound as its pairs (ir::Node::complex_pairs; bindings/module.cpp views the tensor's memory as
+// view_as_real does). Results stay real: a complex result that leaves the graph is refused at its
+// producer (translate.cpp).
 #include <algorithm>
+#include <cstdint>
 #include <map>
+#include <optional>
 
 #include "frontend/translate.h"
 #include "ir/simplify.h"
@@ -165,6 +169,30 @@ void unsqueeze(Context& ctx, const pt2::Node& node) {
   ctx.set_output(node, ctx.builder().unsqueeze(z, dim));
 }
 
+// A dimension argument of an op on a complex tensor (negative: from the end of the complex shape).
+int64_t complex_dim(Context& ctx, const pt2::Node& node, NodeId z, std::optional<int64_t> fallback = {}) {
+  const int64_t rank = static_cast<int64_t>(complex_shape(ctx.builder(), z).size());
+  int64_t dim = ctx.int_arg(node, "dim", fallback);
+  if (dim < 0) dim += rank;
+  LUMINAL_CHECK(dim >= 0 && dim < rank, "dimension ", ctx.int_arg(node, "dim", fallback),
+                " out of range for a complex tensor of rank ", rank);
+  return dim;
+}
+
+// slice and select of complex dimensions (freqs_cis[start:end] in Meta's Llama): the pair's.
+void slice(Context& ctx, const pt2::Node& node) {
+  const NodeId z = ctx.tensor(node, "self");
+  const int64_t dim = complex_dim(ctx, node, z, 0);
+  const Expr start = ctx.symint_arg(node, "start").value_or(ir::int_const(0));
+  const Expr end = ctx.symint_arg(node, "end").value_or(ir::int_const(INT64_MAX));
+  ctx.set_output(node, ctx.builder().slice(z, dim, start, end, ctx.int_arg(node, "step", 1)));
+}
+
+void select(Context& ctx, const pt2::Node& node) {
+  const NodeId z = ctx.tensor(node, "self");
+  ctx.set_output(node, ctx.builder().select(z, complex_dim(ctx, node, z), ctx.symint_arg(node, "index").value()));
+}
+
 void same_value(Context& ctx, const pt2::Node& node) { ctx.set_output(node, ctx.tensor(node, "self")); }
 
 const std::map<std::string, TranslatorFn>& complex_translators() {
@@ -178,6 +206,8 @@ const std::map<std::string, TranslatorFn>& complex_translators() {
       {"torch.ops.aten._unsafe_view.default", reshape_to_output},
       {"torch.ops.aten.reshape.default", reshape_to_output},
       {"torch.ops.aten.unsqueeze.default", unsqueeze},
+      {"torch.ops.aten.slice.Tensor", slice},
+      {"torch.ops.aten.select.int", select},
       {"torch.ops.aten.clone.default", same_value},
       {"torch.ops.aten.alias.default", same_value},
   };

@@ -472,6 +472,17 @@ Shape Context::meta_shape(const std::string& tensor_name) const {
   return shape;
 }
 
+Context::ValueType Context::value_type(const std::string& tensor_name) const {
+  const std::optional<DType> pair = complex_pair_dtype(meta(tensor_name).dtype);
+  ValueType type{pair.value_or(DType::F32), meta_shape(tensor_name), pair.has_value()};
+  if (pair) {
+    type.shape.push_back(ir::int_const(2));
+  } else {
+    type.dtype = meta_dtype(tensor_name);
+  }
+  return type;
+}
+
 namespace {
 
 const std::string& output_name(const pt2::Node& node, size_t output) {
@@ -496,18 +507,15 @@ Shape Context::out_shape(const pt2::Node& node, size_t output) const { return me
 void Context::set_output(const pt2::Node& node, size_t output, NodeId id) {
   const std::string& name = output_name(node, output);
   const ir::Node& produced = graph_.node(id);
-  // A complex value is its pair: the pair's real dtype, the complex shape and a last dimension of 2.
-  const std::optional<DType> pair = complex_pair_dtype(meta(name).dtype);
-  const DType expected_dtype = pair ? *pair : meta_dtype(name);
-  LUMINAL_CHECK(produced.dtype == expected_dtype, "internal error: produced ", ir::node_signature(produced),
-                " for '", name, "' but export metadata says ", dtype_name(expected_dtype), pair ? " pairs" : "");
-  Shape expected = meta_shape(name);
-  if (pair) expected.push_back(ir::int_const(2));
-  LUMINAL_CHECK(expected.size() == produced.rank(), "internal error: produced ", ir::node_signature(produced),
-                " for '", name, "' but export metadata says rank ", expected.size(), " ",
-                ir::shape_to_string(expected));
-  for (size_t d = 0; d < expected.size(); ++d) {
-    builder_.assert_equal(produced.shape[d], expected[d], str_cat("dimension ", d, " of '", name, "'"));
+  const ValueType expected = value_type(name);  // a complex value is its pair
+  const char* pairs = expected.complex_pairs ? " pairs" : "";
+  LUMINAL_CHECK(produced.dtype == expected.dtype, "internal error: produced ", ir::node_signature(produced),
+                " for '", name, "' but export metadata says ", dtype_name(expected.dtype), pairs);
+  LUMINAL_CHECK(expected.shape.size() == produced.rank(), "internal error: produced ", ir::node_signature(produced),
+                " for '", name, "' but export metadata says rank ", expected.shape.size(), " ",
+                ir::shape_to_string(expected.shape));
+  for (size_t d = 0; d < expected.shape.size(); ++d) {
+    builder_.assert_equal(produced.shape[d], expected.shape[d], str_cat("dimension ", d, " of '", name, "'"));
   }
   bind_value(name, id);
 }
@@ -631,10 +639,12 @@ class GraphBuilder {
   void bind_stand_in(const std::string& name) {
     if (!pt2_graph().tensor_values.count(name)) return;
     try {
+      Context::ValueType type = context_.value_type(name);
       ir::Node node;
       node.kind = ir::NodeKind::Input;
-      node.dtype = context_.meta_dtype(name);
-      node.shape = context_.meta_shape(name);
+      node.dtype = type.dtype;
+      node.shape = std::move(type.shape);
+      node.complex_pairs = type.complex_pairs;
       node.name = name;
       node.origin = str_cat(name, " (stand-in for a refused node)");
       context_.bind_value(name, graph_.add(std::move(node)));  // not a call input: never run
@@ -677,10 +687,12 @@ class GraphBuilder {
   }
 
   ir::NodeId add_input_node(const std::string& name, ir::InputRole role) {
+    Context::ValueType type = context_.value_type(name);
     ir::Node node;
     node.kind = ir::NodeKind::Input;
-    node.dtype = context_.meta_dtype(name);
-    node.shape = context_.meta_shape(name);
+    node.dtype = type.dtype;
+    node.shape = std::move(type.shape);
+    node.complex_pairs = type.complex_pairs;
     node.name = name;
     node.role = role;
     node.input_position = static_cast<int>(graph_.inputs.size());
@@ -725,19 +737,30 @@ class GraphBuilder {
     add_constant_node(name, spec.target, it->second);
   }
 
+  // A complex constant's view as its real pairs: strides and offset in real elements, a last
+  // dimension of 2 (the payload's bytes are the interleaved pairs already).
+  static void as_complex_pairs(ir::ConstantData& data, const std::string& who) {
+    for (int64_t& stride : data.strides) stride = checked_mul(stride, int64_t{2}, who);
+    data.storage_offset = checked_mul(data.storage_offset, int64_t{2}, who);
+    data.sizes.push_back(2);
+    data.strides.push_back(1);
+  }
+
   void add_constant_node(const std::string& name, const std::string& fqn, const pt2::TensorPayload& payload) {
     LUMINAL_CHECK(payload.meta.tensor_meta.has_value(), "constant '", fqn, "' has no tensor metadata");
     const pt2::TensorMeta& meta = *payload.meta.tensor_meta;
     auto data = std::make_shared<ir::ConstantData>();
-    const auto dtype = dtype_from_serde_code(meta.dtype);
+    const std::optional<DType> pair = complex_pair_dtype(meta.dtype);
+    const auto dtype = pair ? pair : dtype_from_serde_code(meta.dtype);
     LUMINAL_CHECK(dtype.has_value(), "constant '", fqn, "' has unsupported dtype ", serde_code_name(meta.dtype));
     data->dtype = *dtype;
     for (const pt2::SymInt& s : meta.sizes) data->sizes.push_back(s.as_int());
     for (const pt2::SymInt& s : meta.strides) data->strides.push_back(s.as_int());
     data->storage_offset = meta.storage_offset.as_int();
     data->bytes = payload.bytes;
-    // The executors read the payload through this view: it must lie inside the payload's bytes.
     const std::string who = str_cat("constant '", fqn, "'");
+    if (pair) as_complex_pairs(*data, who);
+    // The executors read the payload through this view: it must lie inside the payload's bytes.
     const int64_t reach = strided_storage_elements(data->sizes, data->strides, data->storage_offset, who);
     const size_t needed = byte_count(reach, data->dtype, who);
     LUMINAL_CHECK(needed <= data->bytes->size(), who, ": its view (", dtype_name(data->dtype), ", sizes ",
@@ -791,7 +814,7 @@ class GraphBuilder {
 
   static constexpr const char* kComplexOnly =
       "it reads or produces a complex tensor, which luminal computes only in polar, view_as_complex, "
-      "view_as_real, mul, view, reshape, unsqueeze and clone";
+      "view_as_real, mul, view, reshape, unsqueeze, slice, select and clone";
 
   void add_outputs() {
     const auto& specs = package_.program.graph_module.signature.output_specs;

@@ -108,6 +108,14 @@ class Context {
   DType meta_dtype(const std::string& tensor_name) const;
   // Export metadata of a tensor value (sizes, strides, storage offset).
   const pt2::TensorMeta& tensor_meta(const std::string& tensor_name) const { return meta(tensor_name); }
+  // The IR type of tensor `tensor_name`: its export metadata's dtype and shape, or, for a complex64
+  // (complex128) tensor, its pairs' (f32 or f64, the shape with a last dimension of 2).
+  struct ValueType {
+    DType dtype = DType::F32;
+    Shape shape;
+    bool complex_pairs = false;
+  };
+  ValueType value_type(const std::string& tensor_name) const;
   // Whether the tensor argument `name` of `node` lives on a CUDA device in eager, for ops whose
   // eager kernels compute differently per device.
   bool on_cuda(const pt2::Node& node, std::string_view name) const {

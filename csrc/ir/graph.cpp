@@ -480,6 +480,7 @@ std::string Graph::to_string() const {
     switch (n.kind) {
       case NodeKind::Input:
         out << "input " << input_role_name(n.role) << " #" << n.input_position << " \"" << n.name << "\"";
+        if (n.complex_pairs) out << " (complex, as pairs)";
         break;
       case NodeKind::Constant: out << "constant \"" << n.name << "\""; break;
       case NodeKind::Pointwise:

@@ -116,6 +116,9 @@ struct Node {
   std::string name;
   InputRole role = InputRole::User;
   int input_position = -1;  // index in the call's tensor argument list
+  // A complex64 (complex128) tensor bound as its f32 (f64) pairs: the node's shape is the complex
+  // shape with a last dimension of 2 (frontend/complex.cpp), and binding takes complex tensors only.
+  bool complex_pairs = false;
 
   std::shared_ptr<const ConstantData> constant;  // Constant
 

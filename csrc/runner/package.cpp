@@ -68,6 +68,21 @@ std::optional<DType> dtype_named(const std::string& name) {
   return std::nullopt;
 }
 
+// The pair dtype of a complex state tensor's torch name (bound as pairs, like Python's bindings).
+std::optional<DType> complex_pairs_named(const std::string& name) {
+  if (name == "complex64") return DType::F32;
+  if (name == "complex128") return DType::F64;
+  return std::nullopt;
+}
+
+// A complex tensor's view as its real pairs: strides in real elements, a last dimension of 2.
+void as_pairs(StateTensor& tensor, const std::string& at) {
+  for (int64_t& stride : tensor.strides) stride = checked_mul(stride, int64_t{2}, at);
+  tensor.sizes.push_back(2);
+  tensor.strides.push_back(1);
+  tensor.complex_pairs = true;
+}
+
 ir::InputRole role_named(const std::string& role, const std::string& where) {
   if (role == "parameter") return ir::InputRole::Parameter;
   if (role == "buffer") return ir::InputRole::Buffer;
@@ -147,7 +162,8 @@ StateTensor read_state_tensor(const pt2::Archive& archive, const json& record, c
   LUMINAL_CHECK(name == expected_name, where, ": holds '", name, "' where meta.json names '", expected_name, "'");
   const std::string at = str_cat(where, " '", name, "'");
   const std::string dtype_text = string_of(field(record, "dtype", json::value_t::string, at), at);
-  const std::optional<DType> dtype = dtype_named(dtype_text);
+  const std::optional<DType> pairs = complex_pairs_named(dtype_text);
+  const std::optional<DType> dtype = pairs ? pairs : dtype_named(dtype_text);
   LUMINAL_CHECK(dtype.has_value(), at, ": unsupported dtype '", dtype_text, "'");
   StateTensor tensor;
   tensor.name = name;
@@ -159,6 +175,7 @@ StateTensor read_state_tensor(const pt2::Archive& archive, const json& record, c
   const std::vector<int64_t> spec_shape = dims_of(array_field(spec, "shape", at), at + " spec shape");
   LUMINAL_CHECK(spec_dtype == str_cat("torch.", dtype_text) && spec_shape == tensor.sizes, at, ": ", dtype_text,
                 int_list(tensor.sizes), " does not match its spec ", spec_dtype, int_list(spec_shape));
+  if (pairs) as_pairs(tensor, at);
   const std::string entry = string_of(field(record, "entry", json::value_t::string, at), at);
   LUMINAL_CHECK(state_entry_name(entry), at, ": names the entry '", entry.substr(0, 200), "'");
   const int64_t extent = strided_storage_elements(tensor.sizes, tensor.strides, 0, at);

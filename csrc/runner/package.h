@@ -27,6 +27,7 @@ struct StateTensor {
   HostTensor storage;
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
+  bool complex_pairs = false;  // a complex64/128 tensor: sizes and strides are its pairs' (last dimension 2)
 };
 
 struct Package {

@@ -145,6 +145,7 @@ runtime::TensorView state_view(const StateTensor& tensor, void* data, const runt
   view.sizes = tensor.sizes;
   view.strides = tensor.strides;
   view.device = device;
+  view.complex_pairs = tensor.complex_pairs;
   return view;
 }
 

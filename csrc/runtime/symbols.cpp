@@ -73,6 +73,9 @@ SymbolValues bind_inputs(const ir::Graph& graph, const std::vector<TensorView>& 
     const TensorView& view = inputs[k];
     LUMINAL_CHECK(view.dtype == node.dtype, "input #", k, " '", node.name, "' must be ", dtype_name(node.dtype),
                   expected_shape(node), ", got ", describe(view));
+    LUMINAL_CHECK(view.complex_pairs == node.complex_pairs, "input #", k, " '", node.name, "' must be ",
+                  node.complex_pairs ? "a complex tensor, as the pairs " : "", dtype_name(node.dtype),
+                  expected_shape(node), ", got ", describe(view));
     LUMINAL_CHECK(view.sizes.size() == node.rank() && view.strides.size() == node.rank(), "input #", k, " '",
                   node.name, "' must have rank ", node.rank(), " ", expected_shape(node), ", got ", describe(view));
     for (size_t d = 0; d < node.rank(); ++d) {

@@ -51,6 +51,7 @@ std::string list(const std::vector<int64_t>& values) {
 
 std::string describe(const TensorView& view) {
   std::string out = str_cat(dtype_name(view.dtype), list(view.sizes), " (", device_name(view.device));
+  if (view.complex_pairs) out += ", the pairs of a complex tensor";
   if (!view.is_contiguous()) out += ", strides " + list(view.strides);
   return out + ")";
 }

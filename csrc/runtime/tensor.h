@@ -25,6 +25,9 @@ struct TensorView {
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;  // in elements
   Device device;
+  // A complex64 (complex128) tensor seen as its f32 (f64) pairs: sizes and strides with a last
+  // dimension of 2 (what torch.view_as_real gives). Binds only inputs the graph takes as complex.
+  bool complex_pairs = false;
 
   int64_t numel() const;
   bool is_contiguous() const;

@@ -51,7 +51,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from luminal import _C, package_files, pt2
-from luminal._C import LuminalError, LuminalInputsOverlapError
+from luminal._C import LuminalError, LuminalInputsOverlapError, LuminalLazyInputError
 from luminal.compiled import CompiledFunction, compile_exported
 from luminal.decompositions import decomposition_table
 from luminal.export import _EXPORT_OPTIONS, CallLayout, ExportedGraph, _luminal_export, _serialize, output_spec
@@ -390,8 +390,8 @@ class LuminalModule:
             self._check(tensors)
         try:
             outputs = self._run(tensors)
-        except LuminalInputsOverlapError as error:
-            return self._overlapping_call(args, tensors, error)
+        except (LuminalInputsOverlapError, LuminalLazyInputError) as error:
+            return self._eager_only_call(args, tensors, error)
         except LuminalError as error:
             problem = self._mismatch(tensors)
             if problem is not None:
@@ -435,14 +435,16 @@ class LuminalModule:
         problem = self._mismatch(tensors)
         if problem is not None:
             raise LuminalError(problem) from error
-        if isinstance(error, LuminalInputsOverlapError):
-            return self._overlapping_call(args, tensors, error)
+        if isinstance(error, (LuminalInputsOverlapError, LuminalLazyInputError)):
+            return self._eager_only_call(args, tensors, error)
         raise self._named(error) from error
 
-    def _overlapping_call(self, args: tuple[Any, ...], tensors: list[Any], error: LuminalError) -> Any:
+    def _eager_only_call(self, args: tuple[Any, ...], tensors: list[Any], error: LuminalError) -> Any:
+        """A call that eager can take but the graph cannot by pointer: inputs that overlap one updated
+        in place, or an input whose conjugate or negative bit is set."""
         if self._eager is None:
             raise self._named(error) from error
-        self._eager.warn_once("overlap", f"luminal: a call runs in eager: {first_line(self._named(error))}")
+        self._eager.warn_once(type(error).__name__, f"luminal: a call runs in eager: {first_line(self._named(error))}")
         return self._run_eager(args, tensors)
 
     def _run_eager(self, args: tuple[Any, ...], tensors: list[Any]) -> Any:

@@ -34,11 +34,12 @@ class TensorSpec(Protocol):
 
 
 STATE_FORMAT = "luminal-state 1"
-# The dtypes a package's state may hold: the core's (csrc/common/dtype.h), by torch's name.
+# The dtypes a package's state may hold, by torch's name: the core's (csrc/common/dtype.h), and the
+# complex ones it binds as pairs of f32 or f64.
 STATE_DTYPES = {
     str(dtype).removeprefix("torch."): dtype
     for dtype in (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
-                  torch.bfloat16, torch.float32, torch.float64)
+                  torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128)
 }  # fmt: skip
 
 

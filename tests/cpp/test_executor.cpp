@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/half.h"
 #include "graph_helpers.h"
+#include "runtime/symbols.h"
 
 using namespace luminal;
 using namespace luminal::ir;
@@ -167,6 +168,29 @@ TEST(Executor, SymbolicShapesBindPerCall) {
     f.run({Host::of<float>(DType::F32, {2, 2}, std::vector<float>(4)), Host::of<float>(DType::F32, {3}, std::vector<float>(3))});
   });
   EXPECT_NE(message.find("s0"), std::string::npos) << message;
+}
+
+// A complex input binds as its pairs only: a real tensor of the pairs' shape is refused, and a
+// complex tensor's pairs are refused where the graph takes real values (frontend/complex.cpp).
+TEST(Executor, ComplexInputsBindAsTheirPairsOnly) {
+  GraphFixture f;
+  const NodeId z = f.input(DType::F32, {int_const(3), int_const(2)});
+  f.graph().node(z).complex_pairs = true;
+  const NodeId x = f.input(DType::F32, {int_const(3), int_const(2)});
+  f.output(f.b().elementwise({frontend::Operand::of(z), frontend::Operand::of(x)}, DType::F32, DType::F32,
+                             [](const std::vector<Expr>& v) { return add(v[0], v[1]); }));
+  const std::vector<float> values{1, 2, 3, 4, 5, 6};
+  Host pairs = Host::of<float>(DType::F32, {3, 2}, values), real = Host::of<float>(DType::F32, {3, 2}, values);
+  const auto bind = [&](bool first_complex, bool second_complex) {
+    std::vector<runtime::TensorView> views{pairs.view(), real.view()};
+    views[0].complex_pairs = first_complex;
+    views[1].complex_pairs = second_complex;
+    return error_of([&] { runtime::bind_inputs(f.graph(), views); });
+  };
+  EXPECT_EQ(bind(true, false), "");
+  EXPECT_NE(bind(false, false).find("input #0 'in0' must be a complex tensor, as the pairs float32[3, 2]"),
+            std::string::npos) << bind(false, false);
+  EXPECT_NE(bind(true, true).find("the pairs of a complex tensor"), std::string::npos) << bind(true, true);
 }
 
 // _grouped_mm's MoE form: rows grouped by run-time ends, a transposed weight read in place.

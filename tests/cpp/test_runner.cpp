@@ -428,8 +428,8 @@ TEST(RunnerPackage, RefusesPackagesWhosePartsDisagree) {
                   "needs 28 bytes, its entry holds 24");
   EXPECT_CONTAINS(refusal("dtype.luminal", [](PackageParts& p) { p.state["tensors"][0]["dtype"] = "int32"; }),
                   "does not match its spec torch.float32");
-  EXPECT_CONTAINS(refusal("complex.luminal", [](PackageParts& p) { p.state["tensors"][0]["dtype"] = "complex64"; }),
-                  "unsupported dtype 'complex64'");
+  EXPECT_CONTAINS(refusal("complex.luminal", [](PackageParts& p) { p.state["tensors"][0]["dtype"] = "complex32"; }),
+                  "unsupported dtype 'complex32'");
   EXPECT_CONTAINS(refusal("name.luminal", [](PackageParts& p) { p.state["tensors"][0]["name"] = "z"; }),
                   "holds 'z' where meta.json names 'x'");
   EXPECT_CONTAINS(refusal("entry.luminal", [](PackageParts& p) { p.state["tensors"][0]["entry"] = "../program.pt2"; }),
