@@ -401,6 +401,48 @@ def test_dynamic_view_aliases_the_input(device: str) -> None:
     assert luminal.compile_count() == 1
 
 
+def _assert_aliases(output: torch.Tensor, expected: torch.Tensor) -> None:
+    """The same dtype, layout and memory as eager's view, and the same bits."""
+    assert (output.dtype, output.shape, output.stride()) == (expected.dtype, expected.shape, expected.stride())
+    assert output.data_ptr() == expected.data_ptr()
+    assert torch.equal(output.contiguous().view(torch.uint8), expected.contiguous().view(torch.uint8))
+
+
+@pytest.mark.parametrize("offset", [0, 1])
+def test_a_view_as_another_dtype_aliases_the_input(offset: int, device: str) -> None:
+    """x.view(int32) / x[1:].view(int16) keep the input's memory under a new dtype (as_strided,
+    which keeps the source's dtype, had returned float32 values or raised)."""
+
+    def fn(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return t.view(torch.int32), t[1:].view(torch.int16), t * 2
+
+    x = rand(5, 8, device=device)[offset:]
+    compiled = torch.compile(fn, backend="luminal")
+    for _ in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LuminalFallbackWarning)  # where view(dtype) runs is not the point
+            words, halves, doubled = compiled(x)
+        expected = fn(x)
+        _assert_aliases(words, expected[0])
+        _assert_aliases(halves, expected[1])
+        assert_same(doubled, expected[2])
+        words.bitwise_xor_(1)  # a write through the returned view reaches the input
+        assert torch.equal(x.view(torch.int32), words)
+
+
+def test_view_as_real_of_a_complex_input_aliases_it(device: str) -> None:
+    def fn(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.view_as_real(z), torch.view_as_real(z[1:]) * 2
+
+    z = torch.polar(rand(4, 3, device=device, low=0.5), rand(4, 3, device=device))
+    (pairs, doubled), messages, _ = _compile_and_run(fn, z, options={"strict": True})
+    assert messages == []
+    _assert_aliases(pairs, torch.view_as_real(z))
+    assert_same(doubled, fn(z)[1])
+    pairs.mul_(-1)
+    assert torch.equal(torch.view_as_real(z), pairs)
+
+
 def test_fresh_outputs_do_not_fall_back(device: str) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.GELU()).to(device)
     x = rand(2, 6, device=device)

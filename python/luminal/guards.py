@@ -108,7 +108,8 @@ class _Alias:
     same: bool  # the output is the input itself
     size: tuple[Any, ...] = ()
     stride: tuple[Any, ...] = ()
-    offset: Any = 0  # relative to the source's storage offset
+    offset: Any = 0  # relative to the source's storage offset, in elements (bytes when `dtype` is set)
+    dtype: torch.dtype | None = None  # a view as another dtype (view(dtype), view_as_real): the output's
 
 
 class _SymbolBinder:
@@ -182,9 +183,26 @@ class AliasPlan:
                 continue
             size = [evaluate(s, values) for s in alias.size]
             stride = [evaluate(s, values) for s in alias.stride]
+            if alias.dtype is not None:
+                offset_bytes = evaluate(alias.offset, values)
+                results[alias.output] = _reinterpreted(source, alias.dtype, size, stride, offset_bytes)
+                continue
             offset = source.storage_offset() + evaluate(alias.offset, values)
             results[alias.output] = source.as_strided(size, stride, offset)
         return tuple(results) if isinstance(outputs, tuple) else results
+
+
+def _reinterpreted(
+    source: torch.Tensor, dtype: torch.dtype, size: list[int], stride: list[int], offset_bytes: int
+) -> torch.Tensor:
+    """A view of the source's memory as another dtype (as_strided keeps the source's dtype): the
+    source's storage, `offset_bytes` past its first element."""
+    start = source.storage_offset() * source.element_size() + offset_bytes
+    if start % dtype.itemsize:
+        raise RuntimeError(f"a view as {dtype} would start at byte {start}, not a multiple of its element size")
+    return torch.empty(0, dtype=dtype, device=source.device).set_(
+        source.untyped_storage(), start // dtype.itemsize, size, stride
+    )
 
 
 def _storage(value: Any) -> StorageWeakRef | None:
@@ -268,7 +286,13 @@ def _view_of(k: int, source: int, is_input: bool, example: torch.Tensor, source_
     source's own storage offset, so that it holds for any call with the source's layout)."""
     if example is source_example:
         return _Alias(output=k, source=source, is_input=is_input, same=True)
-    offset = example.storage_offset() - source_example.storage_offset()
+    if example.dtype != source_example.dtype:  # offsets in bytes: the two count different elements
+        offset = (
+            example.storage_offset() * example.element_size()
+            - source_example.storage_offset() * source_example.element_size()
+        )
+    else:
+        offset = example.storage_offset() - source_example.storage_offset()
     return _Alias(
         output=k,
         source=source,
@@ -277,6 +301,7 @@ def _view_of(k: int, source: int, is_input: bool, example: torch.Tensor, source_
         size=tuple(example.shape),
         stride=tuple(example.stride()),
         offset=offset,
+        dtype=example.dtype if example.dtype != source_example.dtype else None,
     )
 
 
