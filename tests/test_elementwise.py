@@ -110,6 +110,21 @@ def test_integer_overflow_wraps_like_eager(device: str) -> None:
     check(lambda x, y: (x + y, x - y, x * y), a, b)
 
 
+@pytest.mark.parametrize("source", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("target", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8], ids=str)
+def test_float_to_integer_casts_out_of_range_follow_eager_on_the_cpu(
+    source: torch.dtype, target: torch.dtype, device: str
+) -> None:
+    """NaN, infinities and values outside the target's range are undefined in torch; eager on the
+    CPU gives INT64_MIN for int64 (and uint8, converted through int64) and INT32_MIN, narrowed, for
+    int32, int16 and int8. luminal gives those on both devices (eager on CUDA saturates instead)."""
+    values = [float("nan"), float("inf"), -float("inf"), 3e10, -3e10, 65536.5, 300.0, -129.0, 2.7, -2.7, 0.5]
+    x = torch.tensor(values, dtype=source)
+    expected = x.to(target)  # eager on the CPU
+    actual = torch.compile(lambda t: (t * 1).to(target), backend="luminal")(x.to(device))
+    assert torch.equal(actual.cpu(), expected), f"{actual.tolist()} != {expected.tolist()}"
+
+
 def test_integer_true_division_gives_float(device: str) -> None:
     a = rand(6, dtype=torch.int64, device=device, low=-20, high=20)
     b = rand(6, dtype=torch.int64, device=device, low=1, high=7)

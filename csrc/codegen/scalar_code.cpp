@@ -85,7 +85,10 @@ std::string cast_code(DType from, DType to, const std::string& value) {
     if (is_floating(from) && from != DType::F64 && to != DType::F64) return rounding(to, value);  // f32-class
     return rounding(to, str_cat("((", value_type(to), ")", value, ")"));
   }
-  if (is_floating(from)) return str_cat("((", value_type(to), ")lm_f2i((double)", value, "))");
+  if (is_floating(from)) {
+    const bool narrow = to == DType::I32 || to == DType::I16 || to == DType::I8;  // scalar_ops.h lm_f2int
+    return str_cat("((", value_type(to), ")", narrow ? "lm_f2i32" : "lm_f2i", "((double)", value, "))");
+  }
   return str_cat("((", value_type(to), ")", value, ")");
 }
 

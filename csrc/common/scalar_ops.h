@@ -113,6 +113,14 @@ LM_HD lm_i64 lm_shr(lm_i64 a, lm_i64 b, int bits, bool is_signed) {
 LM_HD lm_i64 lm_f2i(double v) {
   return (v > -9223372036854775808.0 && v < 9223372036854775808.0) ? (lm_i64)v : (lm_i64)0x8000000000000000ull;
 }
+// Float -> int32, int16 or int8 (narrowed by the caller), as eager on the CPU converts: through
+// x86's 32-bit conversion, so NaN and values outside int32 give INT32_MIN (int16 and int8 then get
+// its low bits, 0). uint8 goes through int64 (lm_f2i), as c10's static_cast_with_inter_type does.
+LM_HD lm_i64 lm_f2i32(double v) {
+  return (v > -2147483649.0 && v < 2147483648.0) ? (lm_i64)(int)v : (lm_i64)(-2147483647 - 1);
+}
+// Which of the two a float -> integer cast takes (`narrow`: a signed integer of at most 32 bits).
+LM_HD lm_i64 lm_f2int(double v, bool narrow) { return narrow ? lm_f2i32(v) : lm_f2i(v); }
 
 // ---- floating point (T: float or double, computed in T) -----------------------------------------
 template <typename T>

@@ -748,6 +748,11 @@ TEST(ScalarOps, SharedFunctionsSpecialValues) {
   EXPECT_EQ(lm_f2i(std::nan("")), std::numeric_limits<int64_t>::min());
   EXPECT_EQ(lm_f2i(1e19), std::numeric_limits<int64_t>::min());
   EXPECT_EQ(lm_f2i(-3.9), -3);
+  EXPECT_EQ(lm_f2i32(std::nan("")), std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(lm_f2i32(3e10), std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(lm_f2i32(-2147483648.9), std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(lm_f2i32(2147483647.9), std::numeric_limits<int32_t>::max());
+  EXPECT_EQ(lm_f2i32(-3.9), -3);
   EXPECT_EQ(lm_shl(1, 64, 64), 0);
   EXPECT_EQ(lm_shr(-8, 100, 64, true), -1);
   EXPECT_EQ(lm_shr(200, 8, 8, false), 0);

@@ -208,6 +208,7 @@ void select(const int64_t* cond, const T* a, const T* b, T* out, int n) {
 void eval_cast(const Instr& in, const Instr& src, Registers& regs, int out_reg, int n) {
   const int a = in.a;
   const bool to_bool = in.dtype == DType::Bool;
+  const bool narrow = in.dtype == DType::I32 || in.dtype == DType::I16 || in.dtype == DType::I8;
   switch (src.lane) {
     case Lane::F32: {
       const float* x = regs.f32(a);
@@ -217,7 +218,7 @@ void eval_cast(const Instr& in, const Instr& src, Registers& regs, int out_reg, 
         std::transform(x, x + n, regs.f64(out_reg), [](float v) { return static_cast<double>(v); });
       } else {
         int64_t* out = regs.i64(out_reg);
-        for (int i = 0; i < n; ++i) out[i] = to_bool ? static_cast<int64_t>(x[i] != 0.0f) : scalar::lm_f2i(x[i]);
+        for (int i = 0; i < n; ++i) out[i] = to_bool ? static_cast<int64_t>(x[i] != 0.0f) : scalar::lm_f2int(x[i], narrow);
       }
       break;
     }
@@ -229,7 +230,7 @@ void eval_cast(const Instr& in, const Instr& src, Registers& regs, int out_reg, 
         std::copy(x, x + n, regs.f64(out_reg));
       } else {
         int64_t* out = regs.i64(out_reg);
-        for (int i = 0; i < n; ++i) out[i] = to_bool ? static_cast<int64_t>(x[i] != 0.0) : scalar::lm_f2i(x[i]);
+        for (int i = 0; i < n; ++i) out[i] = to_bool ? static_cast<int64_t>(x[i] != 0.0) : scalar::lm_f2int(x[i], narrow);
       }
       break;
     }
