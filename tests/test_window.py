@@ -202,6 +202,33 @@ def test_max_pool_indices_dilation_ceil_mode(device: str) -> None:
     check(lambda t: torch.nn.functional.max_pool2d(t, 3, 2, ceil_mode=True, return_indices=True), x)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_max_pool_indices_of_nan_windows(dtype: torch.dtype, device: str) -> None:
+    """Eager takes a position when `val > max || isnan(val)`: a window holding several NaNs gives the
+    last one's index (positions scanned row-major), one without NaN the first maximum's."""
+    x = rand(2, 3, 8, 9, device=device, low=-2, high=2).round().to(dtype)  # ties
+    x[torch.rand(x.shape, device=device) < 0.2] = float("nan")  # windows with none, one and several NaNs
+    x[0, 0, :2, :2] = float("nan")
+    check(lambda t: torch.nn.functional.max_pool2d(t, 2, return_indices=True), x)
+    check(lambda t: torch.nn.functional.max_pool2d(t, 3, 2, 1, ceil_mode=True, return_indices=True), x)
+    check(lambda t: torch.nn.functional.max_pool3d(t.unsqueeze(0), 2, return_indices=True), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize(
+    ("size", "shape"),
+    [((1, 1), (2, 3, 5, 5)), ((3, 2), (2, 3, 7, 9)), ((4, 4), (3, 4, 4)), ((7, 9), (1, 1, 3, 4))],
+    ids=str,
+)
+def test_adaptive_max_pool(size, shape, dtype: torch.dtype, device: str) -> None:
+    """Uneven windows (and more outputs than inputs), ties (the first maximum's index) and NaNs (the
+    last NaN's index), as eager's kernels keep them."""
+    x = (rand(*shape, device=device) * 2).round().to(dtype)
+    x[torch.rand(shape, device=device) < 0.2] = float("nan")
+    check(lambda t: torch.nn.functional.adaptive_max_pool2d(t, size, return_indices=True), x)
+    check(lambda t: torch.nn.functional.adaptive_max_pool1d(t.flatten(-2), size[0], return_indices=True), x)
+
+
 @pytest.mark.parametrize("size", [(1, 1), (3, 2), (4, 5)], ids=str)
 def test_adaptive_avg_pool(size, device: str) -> None:
     x = rand(2, 3, 7, 9, device=device)

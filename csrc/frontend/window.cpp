@@ -232,16 +232,26 @@ void translate_max_pool(Context& ctx, const pt2::Node& node, size_t spatial) {
   const Expr value = ir::where(w.inside, ir::load(0, dtype, w.at, w.inside), lowest);
   const NodeId values = b.reduce(dtype, out_shape, {x}, value, ir::ReduceOp::Max, kernel_extents(win));
   ctx.set_output(node, 0, values);
-  // The first window position holding the maximum (positions scanned row-major).
-  std::vector<Expr> out_at = Builder::loop_vars(out_shape.size());
+  // Eager's kernels scan the window row-major and take a position when `val > max || isnan(val)`:
+  // the first position holding the maximum, or the last NaN when the window holds one.
+  const std::vector<Expr> out_at = Builder::loop_vars(out_shape.size());
   const Expr best = ir::load(1, dtype, out_at);
-  Expr match = ir::logical_and(w.inside, ir::binary(ExprOp::Eq, value, best));
-  if (is_floating(dtype)) {
-    match = ir::logical_and(w.inside, ir::binary(ExprOp::Or, ir::binary(ExprOp::Eq, value, best),
-                                                 ir::logical_and(ir::unary(ExprOp::IsNan, best), ir::unary(ExprOp::IsNan, value))));
+  const Expr none = ir::int_const(std::numeric_limits<int64_t>::max());
+  const Expr first_max = ir::where(ir::logical_and(w.inside, ir::binary(ExprOp::Eq, value, best)), w.flat, none);
+  if (!is_floating(dtype)) {
+    ctx.set_output(node, 1, b.reduce(DType::I64, out_shape, {x, values}, first_max, ir::ReduceOp::Min, kernel_extents(win)));
+    return;
   }
-  const Expr candidate = ir::where(match, w.flat, ir::int_const(std::numeric_limits<int64_t>::max()));
-  ctx.set_output(node, 1, b.reduce(DType::I64, out_shape, {x, values}, candidate, ir::ReduceOp::Min, kernel_extents(win)));
+  // The last NaN as the smallest of -position (positions are at least 0, so -position never wraps).
+  const Expr best_is_nan = ir::unary(ExprOp::IsNan, best);
+  const Expr last_nan =
+      ir::where(ir::logical_and(w.inside, ir::unary(ExprOp::IsNan, value)), ir::sub(ir::int_const(0), w.flat), none);
+  const NodeId key = b.reduce(DType::I64, out_shape, {x, values}, ir::where(best_is_nan, last_nan, first_max),
+                              ir::ReduceOp::Min, kernel_extents(win));
+  const Expr found = ir::load(0, DType::I64, out_at);
+  const Expr nan_best = ir::unary(ExprOp::IsNan, ir::load(1, dtype, out_at));
+  ctx.set_output(node, 1, b.pointwise(DType::I64, out_shape, {key, values},
+                                      ir::where(nan_best, ir::sub(ir::int_const(0), found), found)));
 }
 
 // _adaptive_avg_pool2d(self, output_size): window o covers [floor(o * in / out), ceil((o + 1) * in / out)).
@@ -276,6 +286,83 @@ void translate_adaptive_avg_pool(Context& ctx, const pt2::Node& node, size_t spa
                                    ir::cast(ir::binary(ExprOp::Div, ir::load(0, acc, Builder::loop_vars(out_shape.size())),
                                                        ir::cast(count, acc)),
                                             out)));
+}
+
+// Adaptive window o of a pooled dimension (input size n, output size m): [floor(o * n / m),
+// ceil((o + 1) * n / m)), as torch's kernels take it.
+struct AdaptiveWindow {
+  Expr start, extent;
+};
+AdaptiveWindow adaptive_window(const Expr& o, const Expr& n, const Expr& m) {
+  const Expr start = ir::floordiv(ir::mul(o, n), m);
+  const Expr end = ir::floordiv(ir::add(ir::mul(ir::add(o, ir::int_const(1)), n), ir::sub(m, ir::int_const(1))), m);
+  return {start, ir::sub(end, start)};
+}
+
+// The position eager's kernels keep, scanning row-major and taking a position when
+// `val > max || isnan(val)`: the first holding the maximum `best`, or the last NaN. `position` is
+// the candidate's (non-negative) position, `value` its value; the reduction that takes the
+// smallest candidate gives `position` of the first maximum, or -position of the last NaN (undone
+// by kept_position).
+Expr position_candidate(const Expr& value, const Expr& best, const Expr& position, DType dtype) {
+  const Expr none = ir::int_const(std::numeric_limits<int64_t>::max());
+  const Expr first_max = ir::where(ir::binary(ExprOp::Eq, value, best), position, none);
+  if (!is_floating(dtype)) return first_max;
+  const Expr last_nan = ir::where(ir::unary(ExprOp::IsNan, value), ir::sub(ir::int_const(0), position), none);
+  return ir::where(ir::unary(ExprOp::IsNan, best), last_nan, first_max);
+}
+Expr kept_position(const Expr& key, const Expr& best, DType dtype) {
+  return is_floating(dtype) ? ir::where(ir::unary(ExprOp::IsNan, best), ir::sub(ir::int_const(0), key), key) : key;
+}
+
+// adaptive_max_pool2d(self, output_size) -> (values, indices): per output element, the maximum of
+// its adaptive window and that element's position h * W + w in its input plane (kept_position's
+// rule). Windows differ in size, and a ragged reduction has one dimension, so the rows are reduced
+// first (per column: its maximum and the row eager keeps), then the columns.
+void translate_adaptive_max_pool2d(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "self");
+  const Shape in = b.shape(x);
+  LUMINAL_CHECK(in.size() == 3 || in.size() == 4, "adaptive_max_pool2d of a rank-", in.size(), " tensor");
+  const std::vector<Expr> sizes = ctx.symints_arg(node, "output_size");
+  LUMINAL_CHECK(sizes.size() == 2, "adaptive_max_pool2d output_size needs 2 values");
+  const DType dtype = b.dtype(x);
+  const size_t h = in.size() - 2, w = in.size() - 1;
+  // Rows: column maxima and their rows, shape [..., out_h, W].
+  Shape by_rows = in;
+  by_rows[h] = sizes[0];
+  const AdaptiveWindow rows = adaptive_window(ir::loop_var(static_cast<int>(h)), in[h], sizes[0]);
+  std::vector<Expr> x_at = Builder::loop_vars(in.size());
+  const Expr row = ir::add(rows.start, ir::reduce_var(0));
+  x_at[h] = row;
+  const Expr x_value = ir::load(0, dtype, x_at);
+  const NodeId column_max = b.reduce(dtype, by_rows, {x}, x_value, ir::ReduceOp::Max, {rows.extent});
+  const std::vector<Expr> by_rows_at = Builder::loop_vars(by_rows.size());
+  const Expr column_best = ir::load(1, dtype, by_rows_at);
+  const NodeId row_key = b.reduce(DType::I64, by_rows, {x, column_max},
+                                  position_candidate(x_value, column_best, row, dtype), ir::ReduceOp::Min,
+                                  {rows.extent});
+  const NodeId kept_row = b.pointwise(DType::I64, by_rows, {row_key, column_max},
+                                      kept_position(ir::load(0, DType::I64, by_rows_at),
+                                                    ir::load(1, dtype, by_rows_at), dtype));
+  // Columns: the maxima of the column maxima, and position row * W + column.
+  Shape out_shape = by_rows;
+  out_shape[w] = sizes[1];
+  const AdaptiveWindow columns = adaptive_window(ir::loop_var(static_cast<int>(w)), in[w], sizes[1]);
+  std::vector<Expr> column_at = Builder::loop_vars(out_shape.size());
+  const Expr column = ir::add(columns.start, ir::reduce_var(0));
+  column_at[w] = column;
+  const NodeId values = b.reduce(dtype, out_shape, {column_max}, ir::load(0, dtype, column_at), ir::ReduceOp::Max,
+                                 {columns.extent});
+  ctx.set_output(node, 0, values);
+  const std::vector<Expr> out_at = Builder::loop_vars(out_shape.size());
+  const Expr best = ir::load(2, dtype, out_at);
+  const Expr position = ir::add(ir::mul(ir::load(1, DType::I64, column_at), in[w]), column);
+  const NodeId key = b.reduce(DType::I64, out_shape, {column_max, kept_row, values},
+                              position_candidate(ir::load(0, dtype, column_at), best, position, dtype),
+                              ir::ReduceOp::Min, {columns.extent});
+  ctx.set_output(node, 1, b.pointwise(DType::I64, out_shape, {key, values},
+                                      kept_position(ir::load(0, DType::I64, out_at), ir::load(1, dtype, out_at), dtype)));
 }
 
 // upsample_nearest{1,2,3}d.vec(input, output_size, scale_factors): source index
@@ -316,6 +403,7 @@ void register_window_ops(Registry& registry) {
   registry.add(aten + "max_pool3d_with_indices.default", [](Context& c, const pt2::Node& n) { translate_max_pool(c, n, 3); });
   registry.add(aten + "_adaptive_avg_pool2d.default",
                [](Context& c, const pt2::Node& n) { translate_adaptive_avg_pool(c, n, 2); });
+  registry.add(aten + "adaptive_max_pool2d.default", translate_adaptive_max_pool2d);
   registry.add(aten + "_adaptive_avg_pool3d.default",
                [](Context& c, const pt2::Node& n) { translate_adaptive_avg_pool(c, n, 3); });
   for (const char* overload : {"upsample_nearest1d.vec", "upsample_nearest2d.vec", "upsample_nearest3d.vec"}) {
