@@ -133,14 +133,33 @@ def test_llama_style_block(device: str) -> None:
     assert fallbacks == [], fallbacks
 
 
-def test_transformer_encoder_layer(device: str) -> None:
-    # In eval mode torch runs this layer as one fused op, which luminal runs in eager (fallback);
-    # the result must still match.
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_transformer_encoder_layer(norm_first: bool, activation: str, device: str) -> None:
+    """In eval mode torch runs each layer as one fused op (_transformer_encoder_layer_fwd), which
+    luminal decomposes into its attention, norms and feed-forward block: nothing runs in eager."""
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(
+        16, 4, 40, dropout=0.0, activation=activation, batch_first=True, norm_first=norm_first
+    )
+    model = torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).to(device).eval()
+    for length in (6, 1):
+        x = rand(3, length, 16, device=device)
+        with torch.no_grad():
+            output, fallbacks = _compile_quietly(model, x)
+            assert_same(output, model(x), tolerance_scale=16)
+        assert fallbacks == [], fallbacks
+
+
+def test_transformer_encoder_layer_with_a_mask_still_matches(device: str) -> None:
+    """A masked call keeps the fused op (its merged-mask semantics are not decomposed): it runs in
+    eager, with the same result."""
     layer = torch.nn.TransformerEncoderLayer(16, 4, 40, dropout=0.0, batch_first=True).to(device).eval()
-    x = rand(3, 6, 16, device=device)
+    x = rand(2, 5, 16, device=device)
+    padding = torch.tensor([[False] * 5, [False, False, False, True, True]], device=device)
     with torch.no_grad():
-        output, _ = _compile_quietly(layer, x)
-        assert_same(output, layer(x), tolerance_scale=16)
+        output, _ = _compile_quietly(lambda t: layer(t, src_key_padding_mask=padding), x)
+        assert_same(output, layer(x, src_key_padding_mask=padding), tolerance_scale=16)
 
 
 def test_demo_without_gpu_says_where_its_speed_is(

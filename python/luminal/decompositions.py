@@ -2,8 +2,9 @@
 
 Some fused kernels survive export on CUDA (they are not Core ATen and have no default
 decomposition): RMSNorm (``_fused_rms_norm``) is decomposed here into the primitives luminal
-translates, so it compiles instead of running in eager. Transposed convolutions become a matmul and
-col2im (or a convolution of a zero-stuffed input). The fused attention kernels (efficient, flash,
+translates, so it compiles instead of running in eager; so is nn.TransformerEncoderLayer's fused
+inference op (``_transformer_encoder_layer_fwd``, without a mask). Transposed convolutions become a
+matmul and col2im (or a convolution of a zero-stuffed input). The fused attention kernels (efficient, flash,
 CPU flash, cuDNN) are not decomposed: luminal translates them natively (one attention node), and
 ``decomposition_table`` keeps them out of torch's own table too.
 """
@@ -162,6 +163,59 @@ def _transposed_convolution_stuffed(
     return aten.convolution.default(input, flipped, bias, ones, zeros_, dilation, False, zeros_, groups)
 
 
+def _transformer_encoder_layer_fwd(
+    src: torch.Tensor,
+    embed_dim: int,
+    num_heads: int,
+    qkv_weight: torch.Tensor,
+    qkv_bias: torch.Tensor,
+    proj_weight: torch.Tensor,
+    proj_bias: torch.Tensor,
+    use_gelu: bool,
+    norm_first: bool,
+    eps: float,
+    norm_weight_1: torch.Tensor,
+    norm_bias_1: torch.Tensor,
+    norm_weight_2: torch.Tensor,
+    norm_bias_2: torch.Tensor,
+    ffn_weight_1: torch.Tensor,
+    ffn_bias_1: torch.Tensor,
+    ffn_weight_2: torch.Tensor,
+    ffn_bias_2: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    mask_type: int | None = None,
+) -> Any:
+    """nn.TransformerEncoderLayer's fused inference op (its fast path in eval mode, batch first) as
+    the layer's own slow path computes it: attention through scaled_dot_product_attention (one
+    attention node), layer norms, the feed-forward block. Masked calls keep the op (NotImplemented):
+    its merged-mask semantics are not reproduced here, so they run in eager."""
+    if mask is not None or src.dim() != 3 or embed_dim % num_heads != 0:
+        return NotImplemented
+    functional = torch.nn.functional
+    batch, length = src.shape[0], src.shape[1]
+    head_dim = embed_dim // num_heads
+
+    def attention(x: torch.Tensor) -> torch.Tensor:
+        qkv = functional.linear(x, qkv_weight, qkv_bias).view(batch, length, 3, num_heads, head_dim)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        out = functional.scaled_dot_product_attention(q, k, v)
+        return functional.linear(out.transpose(1, 2).reshape(batch, length, embed_dim), proj_weight, proj_bias)
+
+    def norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return functional.layer_norm(x, (embed_dim,), weight, bias, eps)
+
+    def feed_forward(x: torch.Tensor) -> torch.Tensor:
+        hidden = functional.linear(x, ffn_weight_1, ffn_bias_1)
+        hidden = functional.gelu(hidden) if use_gelu else functional.relu(hidden)
+        return functional.linear(hidden, ffn_weight_2, ffn_bias_2)
+
+    if norm_first:
+        x = src + attention(norm(src, norm_weight_1, norm_bias_1))
+        return x + feed_forward(norm(x, norm_weight_2, norm_bias_2))
+    x = norm(src + attention(src), norm_weight_1, norm_bias_1)
+    return norm(x + feed_forward(x), norm_weight_2, norm_bias_2)
+
+
 def _extra() -> dict[Any, Any]:
     table: dict[Any, Any] = {
         aten.convolution.default: _convolution,  # transposed only: plain ones stay whole
@@ -170,6 +224,8 @@ def _extra() -> dict[Any, Any]:
         table[aten._fused_rms_norm.default] = _fused_rms_norm
     if hasattr(aten, "rms_norm"):
         table[aten.rms_norm.default] = _rms_norm
+    if hasattr(aten, "_transformer_encoder_layer_fwd"):
+        table[aten._transformer_encoder_layer_fwd.default] = _transformer_encoder_layer_fwd
     return table
 
 
