@@ -3,6 +3,7 @@ every later batch size."""
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 from pathlib import Path
@@ -143,12 +144,19 @@ def test_transformer_encoder_layer(norm_first: bool, activation: str, device: st
         16, 4, 40, dropout=0.0, activation=activation, batch_first=True, norm_first=norm_first
     )
     model = torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).to(device).eval()
+    exact_model = copy.deepcopy(model).double()
     for length in (6, 1):
         x = rand(3, length, 16, device=device)
         with torch.no_grad():
             output, fallbacks = _compile_quietly(model, x)
-            assert_same(output, model(x), tolerance_scale=16)
+            expected, exact = model(x), exact_model(x.double())
         assert fallbacks == [], fallbacks
+        # Eager's fused kernels round differently from the layer's slow path, which luminal follows
+        # (on an H200 up to 1.9e-4 apart in 3 of 288 elements): both are held to the float64 result.
+        assert_same(output, expected, tolerance_scale=64)
+        own_error = (output.double() - exact).abs().max().item()
+        eager_error = (expected.double() - exact).abs().max().item()
+        assert own_error <= 4 * eager_error + 1e-5, (own_error, eager_error)
 
 
 def test_transformer_encoder_layer_with_a_mask_still_matches(device: str) -> None:

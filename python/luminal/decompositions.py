@@ -185,9 +185,9 @@ def _transformer_encoder_layer_fwd(
     mask: torch.Tensor | None = None,
     mask_type: int | None = None,
 ) -> Any:
-    """nn.TransformerEncoderLayer's fused inference op (its fast path in eval mode, batch first) as
-    the layer's own slow path computes it: attention through scaled_dot_product_attention (one
-    attention node), layer norms, the feed-forward block. Masked calls keep the op (NotImplemented):
+    """nn.TransformerEncoderLayer's fused inference op (its fast path in eval mode, batch first) in
+    the layer's order of operations: in-projection, attention, out-projection, layer norms, the
+    feed-forward block. Masked calls keep the op (NotImplemented):
     its merged-mask semantics are not reproduced here, so they run in eager."""
     if mask is not None or src.dim() != 3 or embed_dim % num_heads != 0:
         return NotImplemented
@@ -198,7 +198,7 @@ def _transformer_encoder_layer_fwd(
     def attention(x: torch.Tensor) -> torch.Tensor:
         qkv = functional.linear(x, qkv_weight, qkv_bias).view(batch, length, 3, num_heads, head_dim)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-        out = functional.scaled_dot_product_attention(q, k, v)
+        out = functional.scaled_dot_product_attention(q, k, v)  # one attention node
         return functional.linear(out.transpose(1, 2).reshape(batch, length, embed_dim), proj_weight, proj_bias)
 
     def norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
@@ -206,7 +206,12 @@ def _transformer_encoder_layer_fwd(
 
     def feed_forward(x: torch.Tensor) -> torch.Tensor:
         hidden = functional.linear(x, ffn_weight_1, ffn_bias_1)
-        hidden = functional.gelu(hidden) if use_gelu else functional.relu(hidden)
+        if not use_gelu:
+            return functional.linear(functional.relu(hidden), ffn_weight_2, ffn_bias_2)
+        # On CUDA the fused op's first product is _addmm_activation, whose GELU is cuBLASLt's
+        # epilogue (or, without it, gelu with approximate="tanh"): the tanh form there.
+        approximate = "tanh" if hidden.device.type == "cuda" else "none"
+        hidden = functional.gelu(hidden, approximate=approximate)
         return functional.linear(hidden, ffn_weight_2, ffn_bias_2)
 
     if norm_first:
