@@ -3,6 +3,7 @@
 // CUDA codegen need no special support.
 #include <limits>
 #include <memory>
+#include <optional>
 
 #include "common/error.h"
 #include "frontend/translate.h"
@@ -315,10 +316,41 @@ Expr kept_position(const Expr& key, const Expr& best, DType dtype) {
   return is_floating(dtype) ? ir::where(ir::unary(ExprOp::IsNan, best), ir::sub(ir::int_const(0), key), key) : key;
 }
 
+// Adaptive max pooling along dimension d of `values` to size m: the maxima and the positions eager
+// keeps (kept_position's rule). A candidate's position is its index along d, or, given `inner`
+// (positions of an earlier dimension's pooling, of `values`'s shape), inner's there times `stride`
+// plus that index.
+struct PooledMax {
+  NodeId values, positions;
+};
+PooledMax adaptive_max_along(Builder& b, NodeId values, std::optional<NodeId> inner, size_t d, const Expr& m,
+                             const Expr& stride) {
+  const DType dtype = b.dtype(values);
+  Shape out = b.shape(values);
+  const AdaptiveWindow window = adaptive_window(ir::loop_var(static_cast<int>(d)), out[d], m);
+  out[d] = m;
+  std::vector<Expr> at = Builder::loop_vars(out.size());
+  const Expr index = ir::add(window.start, ir::reduce_var(0));
+  at[d] = index;
+  const Expr value = ir::load(0, dtype, at);
+  const NodeId maxima = b.reduce(dtype, out, {values}, value, ir::ReduceOp::Max, {window.extent});
+  const std::vector<Expr> out_at = Builder::loop_vars(out.size());
+  std::vector<NodeId> inputs{values, maxima};
+  Expr position = index;
+  if (inner) {
+    inputs.push_back(*inner);
+    position = ir::add(ir::mul(ir::load(2, DType::I64, at), stride), index);
+  }
+  const NodeId key = b.reduce(DType::I64, out, inputs, position_candidate(value, ir::load(1, dtype, out_at), position, dtype),
+                              ir::ReduceOp::Min, {window.extent});
+  const Expr kept = kept_position(ir::load(0, DType::I64, out_at), ir::load(1, dtype, out_at), dtype);
+  return {maxima, b.pointwise(DType::I64, out, {key, maxima}, kept)};
+}
+
 // adaptive_max_pool2d(self, output_size) -> (values, indices): per output element, the maximum of
-// its adaptive window and that element's position h * W + w in its input plane (kept_position's
-// rule). Windows differ in size, and a ragged reduction has one dimension, so the rows are reduced
-// first (per column: its maximum and the row eager keeps), then the columns.
+// its adaptive window and that element's position h * W + w in its input plane. Windows differ in
+// size, and a ragged reduction has one dimension: the rows are pooled first (per column, its
+// maximum and the row eager keeps), then the columns.
 void translate_adaptive_max_pool2d(Context& ctx, const pt2::Node& node) {
   Builder& b = ctx.builder();
   const NodeId x = ctx.tensor(node, "self");
@@ -326,43 +358,11 @@ void translate_adaptive_max_pool2d(Context& ctx, const pt2::Node& node) {
   LUMINAL_CHECK(in.size() == 3 || in.size() == 4, "adaptive_max_pool2d of a rank-", in.size(), " tensor");
   const std::vector<Expr> sizes = ctx.symints_arg(node, "output_size");
   LUMINAL_CHECK(sizes.size() == 2, "adaptive_max_pool2d output_size needs 2 values");
-  const DType dtype = b.dtype(x);
   const size_t h = in.size() - 2, w = in.size() - 1;
-  // Rows: column maxima and their rows, shape [..., out_h, W].
-  Shape by_rows = in;
-  by_rows[h] = sizes[0];
-  const AdaptiveWindow rows = adaptive_window(ir::loop_var(static_cast<int>(h)), in[h], sizes[0]);
-  std::vector<Expr> x_at = Builder::loop_vars(in.size());
-  const Expr row = ir::add(rows.start, ir::reduce_var(0));
-  x_at[h] = row;
-  const Expr x_value = ir::load(0, dtype, x_at);
-  const NodeId column_max = b.reduce(dtype, by_rows, {x}, x_value, ir::ReduceOp::Max, {rows.extent});
-  const std::vector<Expr> by_rows_at = Builder::loop_vars(by_rows.size());
-  const Expr column_best = ir::load(1, dtype, by_rows_at);
-  const NodeId row_key = b.reduce(DType::I64, by_rows, {x, column_max},
-                                  position_candidate(x_value, column_best, row, dtype), ir::ReduceOp::Min,
-                                  {rows.extent});
-  const NodeId kept_row = b.pointwise(DType::I64, by_rows, {row_key, column_max},
-                                      kept_position(ir::load(0, DType::I64, by_rows_at),
-                                                    ir::load(1, dtype, by_rows_at), dtype));
-  // Columns: the maxima of the column maxima, and position row * W + column.
-  Shape out_shape = by_rows;
-  out_shape[w] = sizes[1];
-  const AdaptiveWindow columns = adaptive_window(ir::loop_var(static_cast<int>(w)), in[w], sizes[1]);
-  std::vector<Expr> column_at = Builder::loop_vars(out_shape.size());
-  const Expr column = ir::add(columns.start, ir::reduce_var(0));
-  column_at[w] = column;
-  const NodeId values = b.reduce(dtype, out_shape, {column_max}, ir::load(0, dtype, column_at), ir::ReduceOp::Max,
-                                 {columns.extent});
-  ctx.set_output(node, 0, values);
-  const std::vector<Expr> out_at = Builder::loop_vars(out_shape.size());
-  const Expr best = ir::load(2, dtype, out_at);
-  const Expr position = ir::add(ir::mul(ir::load(1, DType::I64, column_at), in[w]), column);
-  const NodeId key = b.reduce(DType::I64, out_shape, {column_max, kept_row, values},
-                              position_candidate(ir::load(0, dtype, column_at), best, position, dtype),
-                              ir::ReduceOp::Min, {columns.extent});
-  ctx.set_output(node, 1, b.pointwise(DType::I64, out_shape, {key, values},
-                                      kept_position(ir::load(0, DType::I64, out_at), ir::load(1, dtype, out_at), dtype)));
+  const PooledMax rows = adaptive_max_along(b, x, std::nullopt, h, sizes[0], ir::int_const(1));
+  const PooledMax pooled = adaptive_max_along(b, rows.values, rows.positions, w, sizes[1], in[w]);
+  ctx.set_output(node, 0, pooled.values);
+  ctx.set_output(node, 1, pooled.positions);
 }
 
 // upsample_nearest{1,2,3}d.vec(input, output_size, scale_factors): source index
