@@ -15,6 +15,7 @@
 #include <map>
 #include <optional>
 
+#include "common/checked.h"
 #include "frontend/translate.h"
 #include "ir/simplify.h"
 #include "pt2/dtype_codes.h"
@@ -222,6 +223,24 @@ std::optional<DType> complex_pair_dtype(int serde_code) {
     case kComplexDouble: return DType::F64;
     default: return std::nullopt;
   }
+}
+
+Context::ValueType Context::value_type(const std::string& tensor_name) const {
+  const std::optional<DType> pair = complex_pair_dtype(meta(tensor_name).dtype);
+  ValueType type{pair.value_or(DType::F32), meta_shape(tensor_name), pair.has_value()};
+  if (pair) {
+    type.shape.push_back(ir::int_const(2));
+  } else {
+    type.dtype = meta_dtype(tensor_name);
+  }
+  return type;
+}
+
+void complex_constant_as_pairs(ir::ConstantData& data, const std::string& who) {
+  for (int64_t& stride : data.strides) stride = checked_mul(stride, int64_t{2}, who);
+  data.storage_offset = checked_mul(data.storage_offset, int64_t{2}, who);
+  data.sizes.push_back(2);
+  data.strides.push_back(1);
 }
 
 bool is_complex_code(int serde_code) { return serde_code >= 9 && serde_code <= kComplexDouble; }

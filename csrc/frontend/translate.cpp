@@ -472,17 +472,6 @@ Shape Context::meta_shape(const std::string& tensor_name) const {
   return shape;
 }
 
-Context::ValueType Context::value_type(const std::string& tensor_name) const {
-  const std::optional<DType> pair = complex_pair_dtype(meta(tensor_name).dtype);
-  ValueType type{pair.value_or(DType::F32), meta_shape(tensor_name), pair.has_value()};
-  if (pair) {
-    type.shape.push_back(ir::int_const(2));
-  } else {
-    type.dtype = meta_dtype(tensor_name);
-  }
-  return type;
-}
-
 namespace {
 
 const std::string& output_name(const pt2::Node& node, size_t output) {
@@ -737,15 +726,6 @@ class GraphBuilder {
     add_constant_node(name, spec.target, it->second);
   }
 
-  // A complex constant's view as its real pairs: strides and offset in real elements, a last
-  // dimension of 2 (the payload's bytes are the interleaved pairs already).
-  static void as_complex_pairs(ir::ConstantData& data, const std::string& who) {
-    for (int64_t& stride : data.strides) stride = checked_mul(stride, int64_t{2}, who);
-    data.storage_offset = checked_mul(data.storage_offset, int64_t{2}, who);
-    data.sizes.push_back(2);
-    data.strides.push_back(1);
-  }
-
   void add_constant_node(const std::string& name, const std::string& fqn, const pt2::TensorPayload& payload) {
     LUMINAL_CHECK(payload.meta.tensor_meta.has_value(), "constant '", fqn, "' has no tensor metadata");
     const pt2::TensorMeta& meta = *payload.meta.tensor_meta;
@@ -759,7 +739,7 @@ class GraphBuilder {
     data->storage_offset = meta.storage_offset.as_int();
     data->bytes = payload.bytes;
     const std::string who = str_cat("constant '", fqn, "'");
-    if (pair) as_complex_pairs(*data, who);
+    if (pair) complex_constant_as_pairs(*data, who);
     // The executors read the payload through this view: it must lie inside the payload's bytes.
     const int64_t reach = strided_storage_elements(data->sizes, data->strides, data->storage_offset, who);
     const size_t needed = byte_count(reach, data->dtype, who);

@@ -155,5 +155,8 @@ bool is_complex_code(int serde_code);                      // any complex type, 
 const TranslatorFn* complex_translator(const std::string& target);
 bool is_complex_tensor(const pt2::Graph& graph, const std::string& tensor_name);
 bool touches_complex(const pt2::Graph& graph, const pt2::Node& node);  // reads or produces a complex tensor
+// A complex constant's view as its real pairs: strides and offset in real elements, a last
+// dimension of 2 (its payload's bytes are the interleaved pairs already).
+void complex_constant_as_pairs(ir::ConstantData& data, const std::string& who);
 
 }  // namespace luminal::frontend
