@@ -187,8 +187,8 @@ def _transformer_encoder_layer_fwd(
 ) -> Any:
     """nn.TransformerEncoderLayer's fused inference op (its fast path in eval mode, batch first) in
     the layer's order of operations: in-projection, attention, out-projection, layer norms, the
-    feed-forward block. Masked calls keep the op (NotImplemented):
-    its merged-mask semantics are not reproduced here, so they run in eager."""
+    feed-forward block. A masked call keeps the op (NotImplemented) and runs in eager: the op's
+    merged-mask semantics are not reproduced here."""
     if mask is not None or src.dim() != 3 or embed_dim % num_heads != 0:
         return NotImplemented
     functional = torch.nn.functional
