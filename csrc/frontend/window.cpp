@@ -219,76 +219,6 @@ Expr lowest_value(DType dtype) {
   }
 }
 
-// max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode) -> (values, indices)
-void translate_max_pool(Context& ctx, const pt2::Node& node, size_t spatial) {
-  Builder& b = ctx.builder();
-  const NodeId x = ctx.tensor(node, "self");
-  const Shape in = b.shape(x);
-  const Window win = pooling_window(ctx, node, in.size(), spatial);
-  const bool ceil_mode = ctx.bool_arg(node, "ceil_mode", false);
-  const DType dtype = b.dtype(x);
-  const WindowIndex w = window_index(win, in);
-  const Shape out_shape = pooled_shape(win, in, ceil_mode);
-  const Expr lowest = lowest_value(dtype);
-  const Expr value = ir::where(w.inside, ir::load(0, dtype, w.at, w.inside), lowest);
-  const NodeId values = b.reduce(dtype, out_shape, {x}, value, ir::ReduceOp::Max, kernel_extents(win));
-  ctx.set_output(node, 0, values);
-  // Eager's kernels scan the window row-major and take a position when `val > max || isnan(val)`:
-  // the first position holding the maximum, or the last NaN when the window holds one.
-  const std::vector<Expr> out_at = Builder::loop_vars(out_shape.size());
-  const Expr best = ir::load(1, dtype, out_at);
-  const Expr none = ir::int_const(std::numeric_limits<int64_t>::max());
-  const Expr first_max = ir::where(ir::logical_and(w.inside, ir::binary(ExprOp::Eq, value, best)), w.flat, none);
-  if (!is_floating(dtype)) {
-    ctx.set_output(node, 1, b.reduce(DType::I64, out_shape, {x, values}, first_max, ir::ReduceOp::Min, kernel_extents(win)));
-    return;
-  }
-  // The last NaN as the smallest of -position (positions are at least 0, so -position never wraps).
-  const Expr best_is_nan = ir::unary(ExprOp::IsNan, best);
-  const Expr last_nan =
-      ir::where(ir::logical_and(w.inside, ir::unary(ExprOp::IsNan, value)), ir::sub(ir::int_const(0), w.flat), none);
-  const NodeId key = b.reduce(DType::I64, out_shape, {x, values}, ir::where(best_is_nan, last_nan, first_max),
-                              ir::ReduceOp::Min, kernel_extents(win));
-  const Expr found = ir::load(0, DType::I64, out_at);
-  const Expr nan_best = ir::unary(ExprOp::IsNan, ir::load(1, dtype, out_at));
-  ctx.set_output(node, 1, b.pointwise(DType::I64, out_shape, {key, values},
-                                      ir::where(nan_best, ir::sub(ir::int_const(0), found), found)));
-}
-
-// _adaptive_avg_pool2d(self, output_size): window o covers [floor(o * in / out), ceil((o + 1) * in / out)).
-// Windows differ in size, and a ragged reduction has one dimension: one reduction per pooled dim.
-void translate_adaptive_avg_pool(Context& ctx, const pt2::Node& node, size_t spatial) {
-  Builder& b = ctx.builder();
-  const NodeId x = ctx.tensor(node, "self");
-  const Shape in = b.shape(x);
-  LUMINAL_CHECK(in.size() == spatial + 1 || in.size() == spatial + 2, "adaptive pooling of a rank-", in.size(), " tensor");
-  const size_t lead = in.size() - spatial;
-  const std::vector<Expr> sizes = ctx.symints_arg(node, "output_size");
-  LUMINAL_CHECK(sizes.size() == spatial, "adaptive pooling output_size needs ", spatial, " values");
-  const DType out = ctx.out_dtype(node);
-  const DType acc = float_compute_dtype(out);
-  NodeId current = b.cast(x, acc);
-  Expr count = ir::int_const(1);
-  for (size_t k = 0; k < spatial; ++k) {
-    const size_t d = lead + k;
-    const Expr o = ir::loop_var(static_cast<int>(d));
-    const Expr n = in[d], m = sizes[k];
-    const Expr start = ir::floordiv(ir::mul(o, n), m);
-    const Expr end = ir::floordiv(ir::add(ir::mul(ir::add(o, ir::int_const(1)), n), ir::sub(m, ir::int_const(1))), m);
-    Shape shape = b.shape(current);
-    shape[d] = m;
-    std::vector<Expr> at = Builder::loop_vars(shape.size());
-    at[d] = ir::add(start, ir::reduce_var(0));
-    current = b.reduce(acc, shape, {current}, ir::load(0, acc, at), ir::ReduceOp::Sum, {ir::sub(end, start)});
-    count = ir::mul(count, ir::sub(end, start));
-  }
-  const Shape out_shape = b.shape(current);
-  ctx.set_output(node, b.pointwise(out, out_shape, {current},
-                                   ir::cast(ir::binary(ExprOp::Div, ir::load(0, acc, Builder::loop_vars(out_shape.size())),
-                                                       ir::cast(count, acc)),
-                                            out)));
-}
-
 // Adaptive window o of a pooled dimension (input size n, output size m): [floor(o * n / m),
 // ceil((o + 1) * n / m)), as torch's kernels take it.
 struct AdaptiveWindow {
@@ -314,6 +244,60 @@ Expr position_candidate(const Expr& value, const Expr& best, const Expr& positio
 }
 Expr kept_position(const Expr& key, const Expr& best, DType dtype) {
   return is_floating(dtype) ? ir::where(ir::unary(ExprOp::IsNan, best), ir::sub(ir::int_const(0), key), key) : key;
+}
+
+// max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode) -> (values, indices)
+void translate_max_pool(Context& ctx, const pt2::Node& node, size_t spatial) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "self");
+  const Shape in = b.shape(x);
+  const Window win = pooling_window(ctx, node, in.size(), spatial);
+  const bool ceil_mode = ctx.bool_arg(node, "ceil_mode", false);
+  const DType dtype = b.dtype(x);
+  const WindowIndex w = window_index(win, in);
+  const Shape out_shape = pooled_shape(win, in, ceil_mode);
+  const Expr lowest = lowest_value(dtype);
+  const Expr value = ir::where(w.inside, ir::load(0, dtype, w.at, w.inside), lowest);
+  const NodeId values = b.reduce(dtype, out_shape, {x}, value, ir::ReduceOp::Max, kernel_extents(win));
+  ctx.set_output(node, 0, values);
+  // The position eager keeps (position_candidate), among the window's positions inside the input.
+  const std::vector<Expr> out_at = Builder::loop_vars(out_shape.size());
+  const Expr candidate = ir::where(w.inside, position_candidate(value, ir::load(1, dtype, out_at), w.flat, dtype),
+                                   ir::int_const(std::numeric_limits<int64_t>::max()));
+  const NodeId key = b.reduce(DType::I64, out_shape, {x, values}, candidate, ir::ReduceOp::Min, kernel_extents(win));
+  ctx.set_output(node, 1, b.pointwise(DType::I64, out_shape, {key, values},
+                                      kept_position(ir::load(0, DType::I64, out_at), ir::load(1, dtype, out_at), dtype)));
+}
+
+// _adaptive_avg_pool2d(self, output_size): window o covers [floor(o * in / out), ceil((o + 1) * in / out)).
+// Windows differ in size, and a ragged reduction has one dimension: one reduction per pooled dim.
+void translate_adaptive_avg_pool(Context& ctx, const pt2::Node& node, size_t spatial) {
+  Builder& b = ctx.builder();
+  const NodeId x = ctx.tensor(node, "self");
+  const Shape in = b.shape(x);
+  LUMINAL_CHECK(in.size() == spatial + 1 || in.size() == spatial + 2, "adaptive pooling of a rank-", in.size(), " tensor");
+  const size_t lead = in.size() - spatial;
+  const std::vector<Expr> sizes = ctx.symints_arg(node, "output_size");
+  LUMINAL_CHECK(sizes.size() == spatial, "adaptive pooling output_size needs ", spatial, " values");
+  const DType out = ctx.out_dtype(node);
+  const DType acc = float_compute_dtype(out);
+  NodeId current = b.cast(x, acc);
+  Expr count = ir::int_const(1);
+  for (size_t k = 0; k < spatial; ++k) {
+    const size_t d = lead + k;
+    const AdaptiveWindow window = adaptive_window(ir::loop_var(static_cast<int>(d)), in[d], sizes[k]);
+    Shape shape = b.shape(current);
+    shape[d] = sizes[k];
+    std::vector<Expr> at = Builder::loop_vars(shape.size());
+    at[d] = ir::add(window.start, ir::reduce_var(0));
+    current = b.reduce(acc, shape, {current}, ir::load(0, acc, at), ir::ReduceOp::Sum, {window.extent});
+    count = ir::mul(count, window.extent);
+  }
+  const Shape out_shape = b.shape(current);
+  ctx.set_output(node, b.pointwise(out, out_shape, {current},
+                                   ir::cast(ir::binary(ExprOp::Div, ir::load(0, acc, Builder::loop_vars(out_shape.size())),
+                                                       ir::cast(count, acc)),
+                                            out)));
 }
 
 // Adaptive max pooling along dimension d of `values` to size m: the maxima and the positions eager
