@@ -137,12 +137,7 @@ void fill_view(runtime::TensorView& view, const at::Tensor& t, size_t position) 
   const at::IntArrayRef sizes = t.sizes(), strides = t.strides();
   view.sizes.assign(sizes.begin(), sizes.end());
   view.strides.assign(strides.begin(), strides.end());
-  if (pair) {
-    const std::string who = str_cat("input #", position, "'s strides as pairs");
-    for (int64_t& stride : view.strides) stride = checked_mul(stride, int64_t{2}, who);
-    view.sizes.push_back(2);
-    view.strides.push_back(1);
-  }
+  if (pair) complex_layout_as_pairs(view.sizes, view.strides, str_cat("input #", position, "'s strides as pairs"));
   if (t.is_cuda()) {
     view.device = runtime::Device{runtime::DeviceType::CUDA, t.get_device()};
   } else {

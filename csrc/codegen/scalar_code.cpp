@@ -86,8 +86,8 @@ std::string cast_code(DType from, DType to, const std::string& value) {
     return rounding(to, str_cat("((", value_type(to), ")", value, ")"));
   }
   if (is_floating(from)) {
-    const bool narrow = to == DType::I32 || to == DType::I16 || to == DType::I8;  // scalar_ops.h lm_f2int
-    return str_cat("((", value_type(to), ")", narrow ? "lm_f2i32" : "lm_f2i", "((double)", value, "))");
+    const char* const convert = float_cast_goes_through_int32(to) ? "lm_f2i32" : "lm_f2i";
+    return str_cat("((", value_type(to), ")", convert, "((double)", value, "))");
   }
   return str_cat("((", value_type(to), ")", value, ")");
 }

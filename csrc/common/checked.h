@@ -145,6 +145,15 @@ inline int64_t physical_memory_bytes() {
   return bytes;
 }
 
+// A complex tensor's layout as its real pairs, as torch.view_as_real sees it: strides counted in
+// real elements (twice the complex ones) and a last dimension of 2 with stride 1. One rule for the
+// bindings, the frontend's complex constants and the runner's complex state.
+inline void complex_layout_as_pairs(std::vector<int64_t>& sizes, std::vector<int64_t>& strides, std::string_view what) {
+  for (int64_t& stride : strides) stride = checked_mul(stride, int64_t{2}, what);
+  sizes.push_back(2);
+  strides.push_back(1);
+}
+
 // The most bytes one tensor of a graph may need, whatever device runs it: this machine's memory,
 // or 256 GiB (more than any single accelerator holds today) if that is more. Eager would have to
 // allocate such a tensor; luminal, which may fuse it away, would otherwise spend hours computing

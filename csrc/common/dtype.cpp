@@ -65,4 +65,6 @@ bool is_integral(DType dtype) {
 
 bool is_signed_integral(DType dtype) { return is_integral(dtype) && dtype != DType::U8; }
 
+bool float_cast_goes_through_int32(DType to) { return to == DType::I32 || to == DType::I16 || to == DType::I8; }
+
 }  // namespace luminal

@@ -183,10 +183,7 @@ int64_t complex_dim(Context& ctx, const pt2::Node& node, NodeId z, std::optional
 // slice and select of complex dimensions (freqs_cis[start:end] in Meta's Llama): the pair's.
 void slice(Context& ctx, const pt2::Node& node) {
   const NodeId z = ctx.tensor(node, "self");
-  const int64_t dim = complex_dim(ctx, node, z, 0);
-  const Expr start = ctx.symint_arg(node, "start").value_or(ir::int_const(0));
-  const Expr end = ctx.symint_arg(node, "end").value_or(ir::int_const(INT64_MAX));
-  ctx.set_output(node, ctx.builder().slice(z, dim, start, end, ctx.int_arg(node, "step", 1)));
+  slice_along(ctx, node, z, complex_dim(ctx, node, z, 0));
 }
 
 void select(Context& ctx, const pt2::Node& node) {
@@ -237,10 +234,8 @@ Context::ValueType Context::value_type(const std::string& tensor_name) const {
 }
 
 void complex_constant_as_pairs(ir::ConstantData& data, const std::string& who) {
-  for (int64_t& stride : data.strides) stride = checked_mul(stride, int64_t{2}, who);
+  complex_layout_as_pairs(data.sizes, data.strides, who);
   data.storage_offset = checked_mul(data.storage_offset, int64_t{2}, who);
-  data.sizes.push_back(2);
-  data.strides.push_back(1);
 }
 
 bool is_complex_code(int serde_code) { return serde_code >= 9 && serde_code <= kComplexDouble; }

@@ -7,6 +7,13 @@
 
 namespace luminal::frontend {
 
+void slice_along(Context& ctx, const pt2::Node& node, NodeId x, int64_t dim) {
+  const Expr start = ctx.symint_arg(node, "start").value_or(ir::int_const(0));
+  const Expr end = ctx.symint_arg(node, "end").value_or(ir::int_const(INT64_MAX));
+  const int64_t step = ctx.int_arg(node, "step", 1);
+  ctx.set_output(node, ctx.builder().slice(x, dim, start, end, step));
+}
+
 namespace {
 
 // The export metadata already holds the resolved shape (with -1 and symbolic sizes worked out);
@@ -50,13 +57,7 @@ void translate_squeeze(Context& ctx, const pt2::Node& node) {
 }
 
 void translate_slice(Context& ctx, const pt2::Node& node) {
-  Builder& b = ctx.builder();
-  const NodeId x = ctx.tensor(node, "self");
-  const int64_t dim = ctx.int_arg(node, "dim", 0);
-  const Expr start = ctx.symint_arg(node, "start").value_or(ir::int_const(0));
-  const Expr end = ctx.symint_arg(node, "end").value_or(ir::int_const(INT64_MAX));
-  const int64_t step = ctx.int_arg(node, "step", 1);
-  ctx.set_output(node, b.slice(x, dim, start, end, step));
+  slice_along(ctx, node, ctx.tensor(node, "self"), ctx.int_arg(node, "dim", 0));
 }
 
 void translate_select(Context& ctx, const pt2::Node& node) {

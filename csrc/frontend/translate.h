@@ -158,5 +158,8 @@ bool touches_complex(const pt2::Graph& graph, const pt2::Node& node);  // reads 
 // A complex constant's view as its real pairs: strides and offset in real elements, a last
 // dimension of 2 (its payload's bytes are the interleaved pairs already).
 void complex_constant_as_pairs(ir::ConstantData& data, const std::string& who);
+// aten.slice.Tensor's start, end and step applied along `dim` of x (the node's output): shape.cpp's
+// translator, and complex.cpp's with the dimension counted in the complex shape.
+void slice_along(Context& ctx, const pt2::Node& node, NodeId x, int64_t dim);
 
 }  // namespace luminal::frontend

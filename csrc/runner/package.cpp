@@ -77,9 +77,7 @@ std::optional<DType> complex_pairs_named(const std::string& name) {
 
 // A complex tensor's view as its real pairs: strides in real elements, a last dimension of 2.
 void as_pairs(StateTensor& tensor, const std::string& at) {
-  for (int64_t& stride : tensor.strides) stride = checked_mul(stride, int64_t{2}, at);
-  tensor.sizes.push_back(2);
-  tensor.strides.push_back(1);
+  complex_layout_as_pairs(tensor.sizes, tensor.strides, at);
   tensor.complex_pairs = true;
 }
 

@@ -208,7 +208,7 @@ void select(const int64_t* cond, const T* a, const T* b, T* out, int n) {
 void eval_cast(const Instr& in, const Instr& src, Registers& regs, int out_reg, int n) {
   const int a = in.a;
   const bool to_bool = in.dtype == DType::Bool;
-  const bool narrow = in.dtype == DType::I32 || in.dtype == DType::I16 || in.dtype == DType::I8;
+  const bool narrow = float_cast_goes_through_int32(in.dtype);
   switch (src.lane) {
     case Lane::F32: {
       const float* x = regs.f32(a);
