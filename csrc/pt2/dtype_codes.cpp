@@ -41,6 +41,9 @@ std::string serde_code_name(int code) {
     case 30: return "FLOAT8E5M2";
     case 31: return "FLOAT8E4M3FNUZ";
     case 32: return "FLOAT8E5M2FNUZ";
+    case 33: return "FLOAT8E8M0FNU";
+    case 34: return "UINT32";
+    case 35: return "UINT64";
     default: return str_cat("code ", code);
   }
 }
