@@ -17,13 +17,13 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := cmake ninja-build g++ libzip-dev zipcmp zipmerge ziptool nlohmann-json3-dev libgtest-dev \
                 clang libclang-rt-dev
 # clang builds the fuzz targets; libclang-rt-dev holds libFuzzer and the sanitizer runtimes.
-PY_PACKAGES := torch pytest numpy pybind11 "scikit-build-core>=0.10" ninja
+PY_PACKAGES := torch pytest pytest-xdist numpy pybind11 "scikit-build-core>=0.10" ninja
 # Optional: when they install, the Hugging Face, torchvision and timm model tests run; otherwise they skip.
 OPTIONAL_PY_PACKAGES := transformers torchvision timm
 
 # Named after the package list, so that adding a package installs it on machines set up before.
 APT_STAMP := build/.apt-installed-$(shell echo $(APT_PACKAGES) | md5sum | cut -c1-8)
-VENV_STAMP := $(VENV)/.installed
+VENV_STAMP := $(VENV)/.installed-$(shell echo $(PY_PACKAGES) $(OPTIONAL_PY_PACKAGES) | md5sum | cut -c1-8)
 BUILD_STAMP := $(BUILD_DIR)/.installed
 SOURCES := $(shell find csrc -name '*.cpp' -o -name '*.h' -o -name '*.inc' 2>/dev/null) \
            $(wildcard tests/cpp/*.cpp) CMakeLists.txt pyproject.toml
@@ -51,7 +51,7 @@ $(APT_STAMP):
 	@mkdir -p $(dir $@) && touch $@
 
 $(VENV_STAMP):
-	$(PYTHON) -m venv $(VENV)
+	[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(PY_PACKAGES)
 	@# torch stays the version installed above: an optional package that needs another is skipped.
@@ -73,8 +73,11 @@ test-cpp: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
 
 # tests/test_runner.py runs the C++ runner built above (LUMINAL_RUN) against luminal.load.
+# A pytest-xdist worker per core (PYTEST_WORKERS=0: one process); each worker gives torch its share
+# of the cores (tests/conftest.py).
+PYTEST_WORKERS ?= auto
 test-py: build
-	LUMINAL_RUN=$(abspath $(BUILD_DIR))/luminal-run $(PY) -m pytest -q tests
+	LUMINAL_RUN=$(abspath $(BUILD_DIR))/luminal-run $(PY) -m pytest -q -n $(PYTEST_WORKERS) tests
 
 test: test-cpp test-py fuzz-smoke
 

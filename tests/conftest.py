@@ -15,6 +15,11 @@ import torch  # noqa: E402
 
 import luminal  # noqa: E402
 
+# Under pytest-xdist (make test runs a worker per core), each worker takes its share of the cores,
+# so that torch's CPU kernels do not oversubscribe the machine.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+
 DEVICES = [
     "cpu",
     pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")),

@@ -16,7 +16,8 @@
 //   LUMINAL_CPU_ROW_GRAPH=1       the CPU engine runs the row-planned (megakernel) graph too, so the
 //                                 CPU suite exercises the row planner
 //   LUMINAL_CHECK_CUDA_CODEGEN=   sm_XX (or 1 for sm_90): compile every graph's CUDA module with
-//                                 NVRTC at compile time, also on machines without a GPU
+//                                 NVRTC at compile time, also on machines without a GPU (at the
+//                                 fast-compile level: errors only, cuda::check_compiles)
 //   LUMINAL_DUMP_KERNELS=<dir>    keep every generated CUDA module in <dir> (a debugging aid)
 //   LUMINAL_CACHE_DIR=<dir>       the on-disk cache's root ("" turns caching off); unset: then
 //   XDG_CACHE_HOME, HOME          $XDG_CACHE_HOME/luminal (when absolute), else $HOME/.cache/luminal;

@@ -280,6 +280,24 @@ TEST(CodegenGolden, AttentionFillsTheTemplateForEveryDtype) {
 // The tensor-core attention kernel's launch bounds cap its registers (four blocks per SM at head
 // size 64 without a mask, three with one, two above 64): every variant must fit without spilling
 // to local memory, which would cost more than the occupancy gains.
+// The codegen check (LUMINAL_CHECK_CUDA_CODEGEN) compiles at the fast-compile level, and still finds
+// what it is there for: C++ errors in generated code and PTX that the assembler rejects.
+TEST(CodegenCheck, UnoptimizedCheckStillRejectsBadCodeAndBadPtx) {
+#ifdef LUMINAL_HAVE_CUDA
+  const std::string good = R"(extern "C" __global__ void k(float* out) { out[threadIdx.x] = 2.0f * threadIdx.x; })";
+  EXPECT_NO_THROW(cuda::check_compiles(good, "sm_90"));
+  const std::string type_error = R"(extern "C" __global__ void k(float* out) { out[threadIdx.x] = out; })";
+  EXPECT_THROW(cuda::check_compiles(type_error, "sm_90"), Error);
+  const std::string bad_ptx = R"(extern "C" __global__ void k(float* out) { asm volatile("not.an.instruction;"); })";
+  EXPECT_THROW(cuda::check_compiles(bad_ptx, "sm_90"), Error);
+  const std::string bad_operand = R"(extern "C" __global__ void k(float* out) {
+  unsigned r; asm volatile("mov.u32 %0, %%nosuchreg;" : "=r"(r)); out[0] = r; })";
+  EXPECT_THROW(cuda::check_compiles(bad_operand, "sm_90"), Error);
+#else
+  GTEST_SKIP() << "built without the CUDA toolkit's headers: no NVRTC";
+#endif
+}
+
 TEST(CodegenGolden, TensorCoreAttentionDoesNotSpill) {
 #ifdef LUMINAL_HAVE_CUDA
   struct Case {

@@ -382,7 +382,7 @@ Stats Executor::stats() const {
 
 std::string check_codegen(const CudaProgram& program, const std::string& arch) {
   dump_kernels(program.module_source);
-  cuda::compile_to_cubin(program.module_source, arch);
+  cuda::check_compiles(program.module_source, arch);
   return program.module_source;
 }
 
