@@ -32,15 +32,24 @@ enum class Mode { Optimized, Check };
 // first: 0.7 s for the row kernel, but minutes for the pool, whose debug PTX ptxas assembles slowly.)
 constexpr const char* kFastCompile = "-Ofc=mid";
 
+using Program = std::unique_ptr<nvrtcProgram, ProgramDeleter>;
+
+Program new_program(const std::string& source) {
+  Program program(new nvrtcProgram(nullptr));
+  check(nvrtc().nvrtcCreateProgram(program.get(), source.c_str(), "luminal.cu", 0, nullptr, nullptr),
+        "nvrtcCreateProgram");
+  return program;
+}
+
 std::string compile_uncached(const std::string& source, const std::string& arch, Mode mode) {
   const NvrtcApi& api = nvrtc();
-  std::unique_ptr<nvrtcProgram, ProgramDeleter> program(new nvrtcProgram(nullptr));
-  check(api.nvrtcCreateProgram(program.get(), source.c_str(), "luminal.cu", 0, nullptr, nullptr), "nvrtcCreateProgram");
+  Program program = new_program(source);
   const std::string arch_option = "--gpu-architecture=" + arch;
   const char* options[] = {arch_option.c_str(), "--std=c++17", "-default-device", kFastCompile};
   nvrtcResult result = api.nvrtcCompileProgram(*program, mode == Mode::Check ? 4 : 3, options);
   if (mode == Mode::Check && result == NVRTC_ERROR_INVALID_OPTION) {
-    result = api.nvrtcCompileProgram(*program, 3, options);  // an NVRTC before 12.8: a full compile
+    program = new_program(source);  // an NVRTC before 12.8: a full compile, in a program of its own
+    result = api.nvrtcCompileProgram(*program, 3, options);
   }
   if (result != NVRTC_SUCCESS) {
     size_t size = 0;
