@@ -277,12 +277,9 @@ TEST(CodegenGolden, AttentionFillsTheTemplateForEveryDtype) {
   expect_compiles(kernels);
 }
 
-// The tensor-core attention kernel's launch bounds cap its registers (four blocks per SM at head
-// size 64 without a mask, three with one, two above 64): every variant must fit without spilling
-// to local memory, which would cost more than the occupancy gains.
 // The codegen check (LUMINAL_CHECK_CUDA_CODEGEN) compiles at the fast-compile level, and still finds
 // what it is there for: C++ errors in generated code and PTX that the assembler rejects.
-TEST(CodegenCheck, UnoptimizedCheckStillRejectsBadCodeAndBadPtx) {
+TEST(CodegenCheck, FastCompileCheckStillRejectsBadCodeAndBadPtx) {
 #ifdef LUMINAL_HAVE_CUDA
   const std::string good = R"(extern "C" __global__ void k(float* out) { out[threadIdx.x] = 2.0f * threadIdx.x; })";
   EXPECT_NO_THROW(cuda::check_compiles(good, "sm_90"));
@@ -298,6 +295,9 @@ TEST(CodegenCheck, UnoptimizedCheckStillRejectsBadCodeAndBadPtx) {
 #endif
 }
 
+// The tensor-core attention kernel's launch bounds cap its registers (four blocks per SM at head
+// size 64 without a mask, three with one, two above 64): every variant must fit without spilling
+// to local memory, which would cost more than the occupancy gains.
 TEST(CodegenGolden, TensorCoreAttentionDoesNotSpill) {
 #ifdef LUMINAL_HAVE_CUDA
   struct Case {
