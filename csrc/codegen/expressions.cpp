@@ -98,7 +98,8 @@ std::string KernelWriter::load_code(const Expr& e, int scope) {
     offset = offset.empty() ? term : str_cat(offset, " + ", term);
   }
   if (offset.empty()) offset = "0";
-  return guarded(e, loaded_value(op.dtype, str_cat(operand_pointer(slot), "[", offset, "]")), scope);
+  const std::string element = str_cat(operand_pointer(slot), "[", offset, "]");
+  return guarded(e, loaded_value(op.dtype, op.read_only ? str_cat("__ldg(&", element, ")") : element), scope);
 }
 
 std::string loaded_value(DType dtype, const std::string& read) {

@@ -76,8 +76,21 @@ std::string store_value(DType dtype, const std::string& value) {
   }
 }
 
+// The call inputs that the graph updates in place: the kernel writes their memory, so it reads them
+// through coherent loads.
+std::vector<bool> inputs_written(const ir::Graph& graph) {
+  std::vector<bool> written;
+  for (const ir::GraphOutput& out : graph.outputs) {
+    if (out.mutated_input < 0) continue;
+    const auto position = static_cast<size_t>(out.mutated_input);
+    if (position >= written.size()) written.resize(position + 1, false);
+    written[position] = true;
+  }
+  return written;
+}
+
 // How a row-kernel node sees each of its inputs.
-std::vector<OperandInfo> row_operands(const ir::Graph& graph, const Node& node) {
+std::vector<OperandInfo> row_operands(const ir::Graph& graph, const Node& node, const std::vector<bool>& written) {
   std::vector<OperandInfo> operands;
   for (ir::NodeId input : node.inputs) {
     const Node& producer = graph.node(input);
@@ -90,11 +103,15 @@ std::vector<OperandInfo> row_operands(const ir::Graph& graph, const Node& node) 
         // follow from the shapes and fold into the index arithmetic).
         info.layout = Layout::Contiguous;
         info.name = node_pointer(input);
+        info.read_only = producer.input_position >= 0 &&
+                         (static_cast<size_t>(producer.input_position) >= written.size() ||
+                          !written[static_cast<size_t>(producer.input_position)]);
         break;
       case NodeKind::Constant:
         info.layout = Layout::Fixed;
         info.fixed_strides = producer.constant->strides;
         info.name = node_pointer(input);
+        info.read_only = true;
         break;
       case NodeKind::Pointwise:
         info.layout = Layout::Row;
@@ -118,6 +135,7 @@ Kernel render_row_kernel(const ir::Graph& graph, const Expr& rows, const schedul
   std::vector<std::string> symbols;
   ir::collect_symbols(rows, symbols);
   std::vector<std::string> check_labels;  // of every node's checks
+  const std::vector<bool> written = inputs_written(graph);
   std::ostringstream body;
   for (const Node& node : graph.nodes()) {
     if (!node.is_compute()) continue;
@@ -127,7 +145,7 @@ Kernel render_row_kernel(const ir::Graph& graph, const Expr& rows, const schedul
     ir::collect_symbols(node.body, symbols);
     const std::vector<Expr> bodies = passes::specialize_row_elements(graph, node);
     const size_t elements = bodies.size();
-    const std::vector<OperandInfo> operands = row_operands(graph, node);
+    const std::vector<OperandInfo> operands = row_operands(graph, node, written);
     std::string fragment;
     try {
       fragment = KernelWriter(node, operands, schedule, &check_labels).row_fragment(row_array(node.id), bodies);

@@ -34,6 +34,10 @@ struct OperandInfo {
   std::vector<int64_t> fixed_strides;
   // The C name of the pointer (strides: `<name>_s<d>`) or, for Row, of the array; empty: p.in<slot>.
   std::string name;
+  // Nothing writes this memory while the kernel runs (a constant, or an input the graph does not
+  // update in place): read through the non-coherent cache (__ldg). Row kernels set it: NVVM's
+  // optimizer took 7.6 s on an MLP's unrolled row kernel of 3,088 plain loads, 0.3 s on __ldg ones.
+  bool read_only = false;
 };
 
 // Which threads compute which outputs.
