@@ -65,6 +65,19 @@ bool is_integral(DType dtype) {
 
 bool is_signed_integral(DType dtype) { return is_integral(dtype) && dtype != DType::U8; }
 
+IntRange int_range(DType dtype) {
+  switch (dtype) {
+    case DType::Bool: return {0, 1};
+    case DType::U8: return {0, 255};
+    case DType::I8: return {-128, 127};
+    case DType::I16: return {-32768, 32767};
+    case DType::I32: return {INT32_MIN, INT32_MAX};
+    case DType::I64: return {INT64_MIN, INT64_MAX};
+    default: break;
+  }
+  fail("int_range of ", dtype_name(dtype), ", which is not an integer type");
+}
+
 bool float_cast_goes_through_int32(DType to) { return to == DType::I32 || to == DType::I16 || to == DType::I8; }
 
 }  // namespace luminal

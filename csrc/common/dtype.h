@@ -17,6 +17,12 @@ const char* dtype_short_name(DType dtype);  // IR spelling: "f32", "i64", ...
 bool is_floating(DType dtype);
 bool is_integral(DType dtype);  // integer types, excluding bool
 bool is_signed_integral(DType dtype);
+// The values an integer type holds (bool: 0 and 1).
+struct IntRange {
+  int64_t min = 0;
+  int64_t max = 0;
+};
+IntRange int_range(DType dtype);
 // What floating-point math in `dtype` computes in, as torch's kernels do: f64 for f64, else f32
 // (f16/bf16 are computed in f32 and rounded once).
 DType float_compute_dtype(DType dtype);

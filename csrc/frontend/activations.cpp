@@ -88,6 +88,8 @@ void translate_threshold(Context& ctx, const pt2::Node& node) {
   const DType out = ctx.out_dtype(node);
   const NodeId x = ctx.tensor(node, "self");
   const Operand limit = ctx.operand(node, "threshold"), value = ctx.operand(node, "value");
+  b.check_storable(limit, out, "threshold's threshold");
+  b.check_storable(value, out, "threshold's value");
   ctx.set_output(node, b.elementwise({Operand::of(x), limit, value}, out, out, [](const std::vector<Expr>& v) {
     return ir::where(ir::binary(ExprOp::Le, v[0], v[1]), v[2], v[0]);
   }));

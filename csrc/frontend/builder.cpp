@@ -1,6 +1,7 @@
 #include "frontend/builder.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "common/error.h"
@@ -297,6 +298,34 @@ DType Builder::result_type(const std::vector<Operand>& operands) const {
   return *result;
 }
 
+namespace {
+
+// A double that is an integer inside int64's range (the cast is then defined).
+std::optional<int64_t> exact_int64(double value) {
+  constexpr double kTwoTo63 = 9223372036854775808.0;
+  if (!(value >= -kTwoTo63 && value < kTwoTo63) || value != std::trunc(value)) return std::nullopt;
+  return static_cast<int64_t>(value);
+}
+
+}  // namespace
+
+Operand Operand::number(double value, DType dtype) {
+  Operand operand{std::nullopt, value, dtype, nullptr};
+  if (!is_floating(dtype)) {
+    const std::optional<int64_t> exact = exact_int64(value);
+    LUMINAL_CHECK(exact.has_value(), "the integer number ", value, " is not an int64");
+    operand.integer = *exact;
+  }
+  return operand;
+}
+
+Operand Operand::integer_number(int64_t value, DType dtype) {
+  LUMINAL_CHECK(!is_floating(dtype), "integer_number of dtype ", dtype_name(dtype));
+  Operand operand{std::nullopt, static_cast<double>(value), dtype, nullptr};
+  operand.integer = dtype == DType::Bool ? (value != 0) : value;
+  return operand;
+}
+
 double Operand::number(const char* what) const {
   LUMINAL_CHECK(!tensor, what, " must be a number, not a tensor");
   LUMINAL_CHECK(!symbolic, what, " must be a number known at compile time, got the symbolic ",
@@ -307,10 +336,34 @@ double Operand::number(const char* what) const {
 Expr Builder::scalar_expr(const Operand& operand, DType compute) const {
   if (operand.symbolic) return ir::cast(operand.symbolic, compute);
   if (is_floating(compute)) return ir::float_const(operand.scalar, compute);
-  if (compute == DType::Bool) return ir::bool_const(operand.scalar != 0.0);
-  LUMINAL_CHECK(!is_floating(operand.scalar_dtype) || operand.scalar == static_cast<double>(static_cast<int64_t>(operand.scalar)),
-                origin_, ": scalar ", operand.scalar, " cannot be used as ", dtype_name(compute));
-  return ir::int_const(static_cast<int64_t>(operand.scalar), compute);
+  if (compute == DType::Bool) return ir::bool_const(operand.is_integer_number() ? operand.integer != 0 : operand.scalar != 0.0);
+  if (operand.is_integer_number()) return ir::int_const(operand.integer, compute);  // exact, beyond 2^53 too
+  const std::optional<int64_t> exact = exact_int64(operand.scalar);
+  LUMINAL_CHECK(exact.has_value(), origin_, ": scalar ", operand.scalar, " cannot be used as ", dtype_name(compute));
+  return ir::int_const(*exact, compute);
+}
+
+void Builder::check_storable(const Operand& value, DType dtype, const char* what) const {
+  if (value.tensor || value.symbolic || is_floating(dtype) || dtype == DType::Bool) return;
+  const IntRange range = int_range(dtype);
+  bool overflows = false;
+  if (value.is_integer_number()) {
+    const int64_t v = value.integer;
+    // c10::checked_convert lets an unsigned type take a negative integer down to -max (wrapped).
+    const bool negative_wraps = range.min == 0 && v < 0 && v >= -range.max;
+    overflows = !negative_wraps && (v < range.min || v > range.max);
+  } else {
+    const double v = value.scalar;
+    overflows = std::isnan(v) || v < static_cast<double>(range.min) || v > static_cast<double>(range.max);
+  }
+  LUMINAL_CHECK(!overflows, origin_, ": ", what, " ", value.is_integer_number() ? str_cat(value.integer) : str_cat(value.scalar),
+                " cannot be converted to ", dtype_name(dtype), " without overflow (eager raises)");
+}
+
+NodeId Builder::full(const Shape& shape, const Operand& value, DType dtype) {
+  LUMINAL_CHECK(!value.tensor && !value.symbolic, origin_, ": full needs a number");
+  check_storable(value, dtype, "the fill value");
+  return pointwise(dtype, shape, {}, scalar_expr(value, dtype));
 }
 
 Expr Builder::checked_index(Expr raw, const Expr& size, bool wrap_negative, Expr mask, const std::string& input) {

@@ -22,10 +22,17 @@ struct Operand {
   double scalar = 0.0;
   DType scalar_dtype = DType::F32;  // Bool, I64 or F32/F64 as written in the graph
   Expr symbolic;                    // a SymInt scalar (I64), or null
+  // The exact value of an integer or bool number (scalar_dtype I64 or Bool): `scalar` rounds
+  // integers beyond 2^53 (x + (2**53 + 1), where(m, x, 2**63 - 1)).
+  int64_t integer = 0;
 
   static Operand of(NodeId id) { return Operand{id, 0.0, DType::F32, nullptr}; }
-  static Operand number(double value, DType dtype) { return Operand{std::nullopt, value, dtype, nullptr}; }
+  // A floating-point number (F32/F64).
+  static Operand number(double value, DType dtype);
+  // An integer (I64) or bool number, exactly.
+  static Operand integer_number(int64_t value, DType dtype = DType::I64);
   static Operand symbol(Expr value) { return Operand{std::nullopt, 0.0, DType::I64, std::move(value)}; }
+  bool is_integer_number() const { return !tensor && !symbolic && !is_floating(scalar_dtype); }
 
   // The number of a scalar operand whose value the translation itself needs (a step, an
   // exponent): raises for symbolic scalars, which only elementwise arithmetic takes.
@@ -104,6 +111,14 @@ class Builder {
   NodeId cast(NodeId x, DType dtype);
   NodeId copy(NodeId x);  // a materializable identity
   NodeId full(const Shape& shape, double value, DType dtype);
+  // A tensor of `dtype` filled with a number of the graph (full, fill, scalar_tensor): raises
+  // where eager refuses the conversion (see check_storable).
+  NodeId full(const Shape& shape, const Operand& value, DType dtype);
+  // Raises when eager's checked conversion of the number `value` to `dtype` overflows (eager
+  // raises "value cannot be converted to type ... without overflow" when it stores such a number:
+  // full, fill, masked_fill, where's and index_fill's scalar_tensor). Unsigned types take
+  // negative integers down to -max, wrapped, as c10::checked_convert does.
+  void check_storable(const Operand& value, DType dtype, const char* what) const;
   NodeId arange(Expr length, double start, double step, DType dtype);
   NodeId arange(Expr length, const Expr& start, double step, DType dtype);  // an integer (symbolic) start
 
@@ -133,8 +148,10 @@ class Builder {
   static Expr checked_index(Expr raw, const Expr& size, bool wrap_negative, Expr mask = nullptr,
                             const std::string& input = {});
 
- private:
+ // A number or SymInt operand as an expression of `compute` (integers exactly, beyond 2^53 too).
   Expr scalar_expr(const Operand& operand, DType compute) const;
+
+ private:
   // The expression with its checks labelled for the current op (unchanged without one).
   Expr labelled(const Expr& e) const;
 

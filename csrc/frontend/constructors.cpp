@@ -52,7 +52,7 @@ Operand number_or_symbol(Context& ctx, const pt2::Node& node, std::string_view n
     e = sympy_to_expr(std::get<pt2::SymExpr>(it->second.value).expr_str);  // refuses non-integer values
   }
   if (!e) return ctx.operand(node, name);
-  if (auto c = ir::as_int_const(*e)) return Operand::number(static_cast<double>(*c), DType::I64);
+  if (auto c = ir::as_int_const(*e)) return Operand::integer_number(*c);
   *symbolic = *e;
   return Operand::number(0, DType::I64);
 }
@@ -92,12 +92,8 @@ void translate_arange(Context& ctx, const pt2::Node& node) {
   ctx.set_output(node, b.arange(length, first, step, ctx.out_dtype(node)));
 }
 
-double fill_value(Context& ctx, const pt2::Node& node) {
-  return ctx.operand(node, "fill_value").number("fill_value");
-}
-
 void translate_full(Context& ctx, const pt2::Node& node) {
-  ctx.set_output(node, ctx.builder().full(ctx.out_shape(node), fill_value(ctx, node), ctx.out_dtype(node)));
+  ctx.set_output(node, ctx.builder().full(ctx.out_shape(node), ctx.operand(node, "fill_value"), ctx.out_dtype(node)));
 }
 
 // zeros/ones/empty and their *_like variants: the shape comes from the export metadata. `empty`
@@ -115,7 +111,7 @@ void translate_scalar_tensor(Context& ctx, const pt2::Node& node) {
     ctx.set_output(node, ctx.builder().pointwise(dtype, {}, {}, ir::cast(value.symbolic, dtype)));
     return;
   }
-  ctx.set_output(node, ctx.builder().full({}, value.number("scalar_tensor's value"), dtype));
+  ctx.set_output(node, ctx.builder().full({}, value, dtype));
 }
 
 }  // namespace

@@ -130,6 +130,22 @@ void translate_clamp(Context& ctx, const pt2::Node& node) {
   LUMINAL_CHECK(has_min || has_max, "clamp needs min or max");
   if (has_min) operands.push_back(ctx.operand(node, "min"));
   if (has_max) operands.push_back(ctx.operand(node, "max"));
+  if (is_integral(out)) {
+    // A bound outside the integer type's range: eager up to torch 2.14 converts it (uint8 wraps
+    // -2 to 254, other types raise), later versions drop a bound on the harmless side and raise
+    // on the other. The bound itself would wrap here, so such a clamp runs in eager.
+    const IntRange range = int_range(out);
+    for (size_t k = 1; k < operands.size(); ++k) {
+      const Operand& bound = operands[k];
+      if (!bound.is_integer_number() && (bound.tensor || bound.symbolic)) continue;
+      const bool inside = bound.is_integer_number()
+                              ? bound.integer >= range.min && bound.integer <= range.max
+                              : bound.scalar >= static_cast<double>(range.min) && bound.scalar <= static_cast<double>(range.max);
+      LUMINAL_CHECK(inside, "clamp's bound ", bound.is_integer_number() ? str_cat(bound.integer) : str_cat(bound.scalar),
+                    " is outside the range of ", dtype_name(out),
+                    " (eager converts, drops or refuses it depending on the torch version)");
+    }
+  }
   ctx.set_output(node, b.elementwise(operands, out, out, [&](const std::vector<Expr>& v) {
     Expr value = v[0];
     size_t next = 1;

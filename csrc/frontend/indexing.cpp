@@ -269,7 +269,9 @@ void translate_linear_scatter(Context& ctx, const pt2::Node& node, bool accumula
                                    accumulate));
     return;
   }
-  const Expr value = ir::scalar_const(ctx.float_arg(node, "value"), dtype);
+  const Operand number = ctx.operand(node, "value");
+  b.check_storable(number, dtype, "scatter's value");
+  const Expr value = b.scalar_expr(number, dtype);
   ctx.set_output(node, b.scatter(self, domain, {index}, targets, scatter_value(value, dtype, accumulate), accumulate));
 }
 

@@ -161,6 +161,7 @@ void translate_addc(Context& ctx, const pt2::Node& node, bool divide) {
   LUMINAL_CHECK(!divide || is_floating(out), "addcdiv of integer tensors is not supported (torch refuses it too)");
   const pt2::Argument* value_arg = ctx.find_arg(node, "value");
   const Operand value = value_arg && !value_arg->is_none() ? ctx.operand(node, "value") : Operand::number(1.0, DType::I64);
+  b.check_storable(value, out, divide ? "addcdiv's value" : "addcmul's value");
   const DType compute = is_floating(out) ? float_compute_dtype(out) : out;
   ctx.set_output(node, b.elementwise({ctx.operand(node, "self"), ctx.operand(node, "tensor1"),
                                       ctx.operand(node, "tensor2"), value},
@@ -231,6 +232,7 @@ void translate_masked_fill(Context& ctx, const pt2::Node& node) {
                   b.rank(*value.tensor));
   }
   const DType out = ctx.out_dtype(node);
+  b.check_storable(value, out, "masked_fill's value");
   const NodeId filled = b.elementwise({Operand::of(mask), value, Operand::of(self)}, out, out, [](const std::vector<Expr>& v) {
     return ir::where(ir::cast(v[0], DType::Bool), v[1], v[2]);
   });

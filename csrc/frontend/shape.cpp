@@ -263,7 +263,7 @@ void translate_unfold(Context& ctx, const pt2::Node& node) {
 void translate_fill(Context& ctx, const pt2::Node& node) {
   Builder& b = ctx.builder();
   const NodeId x = ctx.tensor(node, "self");
-  ctx.set_output(node, b.full(b.shape(x), ctx.float_arg(node, "value"), ctx.out_dtype(node)));
+  ctx.set_output(node, b.full(b.shape(x), ctx.operand(node, "value"), ctx.out_dtype(node)));
 }
 
 // copy(self, src): src broadcast to self's shape, in self's dtype (functional copy_).

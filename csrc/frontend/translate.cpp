@@ -430,11 +430,11 @@ Operand Context::operand(const pt2::Node& node, std::string_view name) const {
   switch (arg->kind()) {
     case pt2::Argument::Kind::Tensor: return Operand::of(value(arg->as_tensor().name));
     case pt2::Argument::Kind::Float: return Operand::number(arg->as_float(), DType::F64);
-    case pt2::Argument::Kind::Int: return Operand::number(static_cast<double>(arg->as_int()), DType::I64);
-    case pt2::Argument::Kind::Bool: return Operand::number(arg->as_bool() ? 1.0 : 0.0, DType::Bool);
+    case pt2::Argument::Kind::Int: return Operand::integer_number(arg->as_int());
+    case pt2::Argument::Kind::Bool: return Operand::integer_number(arg->as_bool() ? 1 : 0, DType::Bool);
     case pt2::Argument::Kind::SymInt: {
       const Expr e = symint_arg(node, name).value();
-      if (const auto c = ir::as_int_const(e)) return Operand::number(static_cast<double>(*c), DType::I64);
+      if (const auto c = ir::as_int_const(e)) return Operand::integer_number(*c);
       return Operand::symbol(e);
     }
     default: arg_error(node, name, str_cat("expected a tensor or number, got ", arg->tag()));
