@@ -49,6 +49,9 @@ EXACT = {
     "fill_": lambda x: x.fill_(BIG),
     "masked_fill": lambda x: x.masked_fill(x > 1, BIG),
     "floor_divide": lambda x: (x + 2**62) // 3,
+    "add_alpha": lambda x: torch.add(x, x, alpha=BIG),
+    "sub_alpha": lambda x: torch.sub(x, x + 1, alpha=BIG),
+    "index_add_alpha": lambda x: x.index_add(0, torch.tensor([0, 2], device=x.device), x[:2], alpha=BIG),
 }
 
 
@@ -131,6 +134,17 @@ def test_integer_clamp_with_a_bound_outside_the_dtype_runs_in_eager(name: str, d
         assert isinstance(actual, Exception)
     else:
         assert isinstance(actual, torch.Tensor) and torch.equal(actual, expected), (actual, expected)
+
+
+def test_integer_arange_beyond_2_to_53_runs_in_eager(device: str) -> None:
+    x = torch.tensor([0, 1, 5], dtype=torch.int64, device=device)
+
+    def fn(t: torch.Tensor) -> torch.Tensor:
+        return t + torch.arange(0, 3 * BIG, BIG, device=t.device)
+
+    actual, fallbacks = _run(fn, x)
+    assert len(fallbacks) == 1 and "beyond 2^53" in fallbacks[0], fallbacks
+    assert isinstance(actual, torch.Tensor) and torch.equal(actual, fn(x))
 
 
 def test_integer_clamp_inside_the_range_stays_compiled(device: str) -> None:

@@ -75,6 +75,12 @@ void translate_arange(Context& ctx, const pt2::Node& node) {
   const double step = ctx.float_arg(node, "step", 1.0);
   LUMINAL_CHECK(step != 0.0, "arange step must be non-zero");
   LUMINAL_CHECK(!start.tensor && !end.tensor, "arange bounds must be numbers");
+  // The range is computed from doubles below: exact for integers up to 2^53 only.
+  constexpr double kExactInDouble = 9007199254740992.0;
+  for (const double value : {symbolic_start ? 0.0 : start.scalar, symbolic_end ? 0.0 : end.scalar, step}) {
+    LUMINAL_CHECK(std::fabs(value) <= kExactInDouble, "arange with a bound or step of magnitude ", value,
+                  " beyond 2^53 (computed in doubles here, it would not be exact)");
+  }
   Builder& b = ctx.builder();
   if (!symbolic_start && !symbolic_end) {
     const double count = std::ceil((end.number("arange's end") - start.number("arange's start")) / step);

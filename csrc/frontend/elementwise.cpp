@@ -29,11 +29,15 @@ void translate_binary(Context& ctx, const pt2::Node& node, ExprOp op, bool rever
   if (reversed) std::swap(lhs, rhs);
   const DType out = ctx.out_dtype(node);
   const DType compute = is_comparison_op(op) ? b.result_type({lhs, rhs}) : out;
-  // `alpha` scales the second operand of add/sub (first of rsub, i.e. `self`).
-  const double alpha = ctx.find_arg(node, "alpha") ? ctx.float_arg(node, "alpha") : 1.0;
+  // `alpha` scales the second operand of add/sub (first of rsub, i.e. `self`); an integer alpha
+  // exactly (beyond 2^53 too).
+  const pt2::Argument* alpha_arg = ctx.find_arg(node, "alpha");
+  const std::optional<Operand> alpha =
+      alpha_arg && !alpha_arg->is_none() ? std::optional<Operand>(ctx.operand(node, "alpha")) : std::nullopt;
+  const bool scales = alpha && (alpha->is_integer_number() ? alpha->integer != 1 : alpha->scalar != 1.0);
   ctx.set_output(node, b.elementwise({lhs, rhs}, compute, out, [&](const std::vector<Expr>& v) {
     Expr scaled = v[1];
-    if (alpha != 1.0) scaled = ir::mul(v[1], ir::scalar_const(alpha, compute));
+    if (scales) scaled = ir::mul(v[1], b.scalar_expr(*alpha, compute));
     return ir::binary(op, v[0], scaled);
   }));
 }

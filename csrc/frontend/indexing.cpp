@@ -436,8 +436,10 @@ void translate_index_update(Context& ctx, const pt2::Node& node, bool accumulate
   Expr value = scatter_value(ir::load(2, b.dtype(source), j), dtype, accumulate);
   const pt2::Argument* alpha_arg = accumulate ? ctx.find_arg(node, "alpha") : nullptr;
   if (alpha_arg && !alpha_arg->is_none()) {
-    const double alpha = ctx.operand(node, "alpha").number("index_add's alpha");
-    if (alpha != 1.0) value = ir::mul(value, ir::scalar_const(alpha, value->dtype));
+    const Operand alpha = ctx.operand(node, "alpha");
+    LUMINAL_CHECK(!alpha.tensor && !alpha.symbolic, "index_add's alpha must be a number known at compile time");
+    const bool scales = alpha.is_integer_number() ? alpha.integer != 1 : alpha.scalar != 1.0;
+    if (scales) value = ir::mul(value, b.scalar_expr(alpha, value->dtype));
   }
   ctx.set_output(node, b.scatter(self, source_shape, {index, source}, targets, value, accumulate));
 }
