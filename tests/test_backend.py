@@ -29,6 +29,24 @@ def test_backend_by_name_compiles(device: str) -> None:
     assert luminal.compile_count() == 1
 
 
+def test_a_graph_that_touches_no_tensor_runs_as_it_is_without_a_warning() -> None:
+    """torchvision's detection models hand Dynamo a graph that only calls
+    torch._C._log_api_usage_once and returns nothing; torch.export's serializer fails on it, which
+    made it a fallback with a warning, and an error under strict=True."""
+
+    def only_logs() -> None:
+        torch._C._log_api_usage_once("luminal_test.only_logs")
+        torch.ones(3)  # made and dropped: nothing leaves the graph
+
+    captured: list = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert torch.compile(only_logs, backend=capturing_backend(captured, strict=True))() is None
+    assert [w for w in caught if issubclass(w.category, luminal.LuminalFallbackWarning)] == []
+    assert len(captured) == 1 and captured[0].stats()["eager_reason"].startswith("the graph reads, writes")
+    assert luminal.compile_count() == 0
+
+
 def test_corrupt_archive_raises() -> None:
     with pytest.raises(luminal.LuminalError):
         _C.compile(b"definitely not a zip archive")

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 
 from luminal._C import LuminalError
 from luminal.compiled import compile_exported
@@ -71,10 +72,27 @@ def luminal_backend(
     return compiled
 
 
+_NOTHING_TO_COMPILE = "the graph reads, writes and returns no tensor: nothing to compile"
+
+
+def _touches_no_tensor(gm: torch.fx.GraphModule) -> bool:
+    """A graph without inputs or attributes that returns nothing: what it calls cannot reach a
+    tensor that outlives it (torchvision's detection models give Dynamo a graph that only calls
+    torch._C._log_api_usage_once). Running it as it is is all there is to do, and torch.export's
+    serializer fails on a program without outputs."""
+    nodes = list(gm.graph.nodes)
+    if any(node.op in ("placeholder", "get_attr") for node in nodes):
+        return False
+    outputs = [node for node in nodes if node.op == "output"]
+    return len(outputs) == 1 and not pytree.tree_leaves(outputs[0].args[0])
+
+
 def _compile_or_eager(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: Options) -> Callable[..., Any]:
     """The failure policy around a compile: the graph runs in eager (with one warning; strict:
     LuminalError) when it needs autograd, returns views luminal cannot rebuild, cannot be exported,
     or fails in luminal in a way no partitioning avoids."""
+    if _touches_no_tensor(gm):
+        return EagerGraph(gm.forward, _NOTHING_TO_COMPILE)  # no warning: nothing falls back
     reason = autograd_reason(gm)
     plan = alias_plan(gm)
     if reason is None and isinstance(plan, str):
