@@ -78,6 +78,7 @@ OVERFLOWING_STORES = {
     "threshold_u8_300": (torch.uint8, U8, lambda x: torch.threshold(x, 2, 300)),
     "index_fill_u8_300": (torch.uint8, U8, lambda x: x.index_fill(0, torch.tensor([1], device=x.device), 300)),
     "scatter_u8_300": (torch.uint8, U8, lambda x: x.scatter(0, torch.tensor([1], device=x.device), 300)),
+    "add_alpha_i8_300": (torch.int8, I8, lambda x: torch.add(x, x, alpha=300)),
 }
 
 

@@ -35,6 +35,7 @@ void translate_binary(Context& ctx, const pt2::Node& node, ExprOp op, bool rever
   const std::optional<Operand> alpha =
       alpha_arg && !alpha_arg->is_none() ? std::optional<Operand>(ctx.operand(node, "alpha")) : std::nullopt;
   const bool scales = alpha && (alpha->is_integer_number() ? alpha->integer != 1 : alpha->scalar != 1.0);
+  if (alpha) b.check_storable(*alpha, compute, "alpha");  // eager converts alpha to the dtype, checked
   ctx.set_output(node, b.elementwise({lhs, rhs}, compute, out, [&](const std::vector<Expr>& v) {
     Expr scaled = v[1];
     if (scales) scaled = ir::mul(v[1], b.scalar_expr(*alpha, compute));
