@@ -37,6 +37,18 @@ def _eager(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> objec
         return error
 
 
+Case = tuple[torch.dtype, list[int], Callable[[torch.Tensor], torch.Tensor]]
+
+
+def _both(case: Case, device: str) -> tuple[object, object, list[str]]:
+    """Eager's result, luminal's result and luminal's fallback warnings for one case."""
+    dtype, values, fn = case
+    x = torch.tensor(values, dtype=dtype, device=device)
+    expected = _eager(fn, x)
+    actual, fallbacks = _run(fn, x)
+    return expected, actual, fallbacks
+
+
 EXACT = {
     "add": lambda x: x + BIG,
     "mul": lambda x: x * (2**62 + 3),
@@ -68,7 +80,7 @@ def test_int64_numbers_beyond_2_to_53_are_exact(name: str, device: str) -> None:
 
 U8 = [0, 1, 2, 3, 100, 255]
 I8 = [-128, -3, 0, 5, 127]
-OVERFLOWING_STORES = {
+OVERFLOWING_STORES: dict[str, Case] = {
     "where_u8_300": (torch.uint8, U8, lambda x: torch.where(x > 2, x, 300)),
     "masked_fill_u8_300": (torch.uint8, U8, lambda x: x.masked_fill(x > 2, 300)),
     "full_like_u8_300": (torch.uint8, U8, lambda x: torch.full_like(x, 300)),
@@ -84,15 +96,12 @@ OVERFLOWING_STORES = {
 
 @pytest.mark.parametrize("name", sorted(OVERFLOWING_STORES))
 def test_a_number_an_integer_tensor_cannot_hold_raises_as_in_eager(name: str, device: str) -> None:
-    dtype, values, fn = OVERFLOWING_STORES[name]
-    x = torch.tensor(values, dtype=dtype, device=device)
-    expected = _eager(fn, x)
+    expected, actual, _ = _both(OVERFLOWING_STORES[name], device)
     assert isinstance(expected, RuntimeError) and "without overflow" in str(expected)
-    actual, _ = _run(fn, x)
     assert isinstance(actual, Exception) and "without overflow" in str(actual), actual
 
 
-WRAPPING = {
+WRAPPING: dict[str, Case] = {
     "full_like_u8_minus_1": (torch.uint8, U8, lambda x: torch.full_like(x, -1)),  # eager wraps to 255
     "masked_fill_u8_minus_255": (torch.uint8, U8, lambda x: x.masked_fill(x > 2, -255)),
     "add_u8_300": (torch.uint8, U8, lambda x: x + 300),  # arithmetic wraps in eager
@@ -105,16 +114,13 @@ WRAPPING = {
 
 @pytest.mark.parametrize("name", sorted(WRAPPING))
 def test_numbers_eager_converts_or_compares_stay_compiled(name: str, device: str) -> None:
-    dtype, values, fn = WRAPPING[name]
-    x = torch.tensor(values, dtype=dtype, device=device)
-    expected = _eager(fn, x)
-    actual, fallbacks = _run(fn, x)
+    expected, actual, fallbacks = _both(WRAPPING[name], device)
     assert fallbacks == []
     assert isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)
     assert actual.dtype == expected.dtype and torch.equal(actual, expected), (actual, expected)
 
 
-CLAMPS = {
+CLAMPS: dict[str, Case] = {
     "u8_minus_2_2": (torch.uint8, U8, lambda x: x.clamp(-2, 2)),
     "u8_min_minus_2": (torch.uint8, U8, lambda x: x.clamp_min(-2)),
     "u8_max_300": (torch.uint8, U8, lambda x: x.clamp(max=300)),
@@ -126,10 +132,7 @@ CLAMPS = {
 
 @pytest.mark.parametrize("name", sorted(CLAMPS))
 def test_integer_clamp_with_a_bound_outside_the_dtype_runs_in_eager(name: str, device: str) -> None:
-    dtype, values, fn = CLAMPS[name]
-    x = torch.tensor(values, dtype=dtype, device=device)
-    expected = _eager(fn, x)
-    actual, fallbacks = _run(fn, x)
+    expected, actual, fallbacks = _both(CLAMPS[name], device)
     # torch <= 2.14 refuses such bounds (except uint8's below 0) already in torch.export.
     assert len(fallbacks) == 1 and any(text in fallbacks[0] for text in ("outside the range of", "without overflow"))
     if isinstance(expected, Exception):
