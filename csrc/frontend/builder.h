@@ -27,7 +27,7 @@ struct Operand {
   int64_t integer = 0;
 
   static Operand of(NodeId id) { return Operand{id, 0.0, DType::F32, nullptr}; }
-  // A floating-point number (F32/F64).
+  // A number of `dtype`: F32/F64, or I64/Bool for a double that is an exact int64 (raises if not).
   static Operand number(double value, DType dtype);
   // An integer (I64) or bool number, exactly.
   static Operand integer_number(int64_t value, DType dtype = DType::I64);
@@ -148,7 +148,7 @@ class Builder {
   static Expr checked_index(Expr raw, const Expr& size, bool wrap_negative, Expr mask = nullptr,
                             const std::string& input = {});
 
- // A number or SymInt operand as an expression of `compute` (integers exactly, beyond 2^53 too).
+  // A number or SymInt operand as an expression of `compute` (integers exactly, beyond 2^53 too).
   Expr scalar_expr(const Operand& operand, DType compute) const;
 
  private:
