@@ -76,12 +76,12 @@ _NOTHING_TO_COMPILE = "the graph reads, writes and returns no tensor: nothing to
 
 
 def _touches_no_tensor(gm: torch.fx.GraphModule) -> bool:
-    """A graph without inputs or attributes that returns nothing: what it calls cannot reach a
-    tensor that outlives it (torchvision's detection models give Dynamo a graph that only calls
+    """A graph without inputs, attributes or submodules that returns nothing: what it calls cannot
+    reach a tensor that outlives it (torchvision's detection models give Dynamo a graph that only calls
     torch._C._log_api_usage_once). Running it as it is is all there is to do, and torch.export's
     serializer fails on a program without outputs."""
     nodes = list(gm.graph.nodes)
-    if any(node.op in ("placeholder", "get_attr") for node in nodes):
+    if any(node.op in ("placeholder", "get_attr", "call_module") for node in nodes):
         return False
     outputs = [node for node in nodes if node.op == "output"]
     return len(outputs) == 1 and not pytree.tree_leaves(outputs[0].args[0])
