@@ -76,15 +76,12 @@ std::string store_value(DType dtype, const std::string& value) {
   }
 }
 
-// The call inputs that the graph updates in place: the kernel writes their memory, so it reads them
-// through coherent loads.
+// The input nodes that the graph updates in place, by node id: the kernel writes their memory, so it
+// reads them through coherent loads.
 std::vector<bool> inputs_written(const ir::Graph& graph) {
-  std::vector<bool> written;
+  std::vector<bool> written(graph.size(), false);
   for (const ir::GraphOutput& out : graph.outputs) {
-    if (out.mutated_input < 0) continue;
-    const auto position = static_cast<size_t>(out.mutated_input);
-    if (position >= written.size()) written.resize(position + 1, false);
-    written[position] = true;
+    if (out.mutated_input >= 0) written[graph.inputs.at(static_cast<size_t>(out.mutated_input))] = true;
   }
   return written;
 }
@@ -103,9 +100,7 @@ std::vector<OperandInfo> row_operands(const ir::Graph& graph, const Node& node, 
         // follow from the shapes and fold into the index arithmetic).
         info.layout = Layout::Contiguous;
         info.name = node_pointer(input);
-        info.read_only = producer.input_position >= 0 &&
-                         (static_cast<size_t>(producer.input_position) >= written.size() ||
-                          !written[static_cast<size_t>(producer.input_position)]);
+        info.read_only = !written[input];
         break;
       case NodeKind::Constant:
         info.layout = Layout::Fixed;

@@ -326,6 +326,13 @@ Operand Operand::integer_number(int64_t value, DType dtype) {
   return operand;
 }
 
+bool Operand::within(const IntRange& range) const {
+  if (is_integer_number()) return integer >= range.min && integer <= range.max;
+  return scalar >= static_cast<double>(range.min) && scalar <= static_cast<double>(range.max);
+}
+
+std::string Operand::text() const { return is_integer_number() ? str_cat(integer) : str_cat(scalar); }
+
 double Operand::number(const char* what) const {
   LUMINAL_CHECK(!tensor, what, " must be a number, not a tensor");
   LUMINAL_CHECK(!symbolic, what, " must be a number known at compile time, got the symbolic ",
@@ -346,18 +353,10 @@ Expr Builder::scalar_expr(const Operand& operand, DType compute) const {
 void Builder::check_storable(const Operand& value, DType dtype, const char* what) const {
   if (value.tensor || value.symbolic || is_floating(dtype) || dtype == DType::Bool) return;
   const IntRange range = int_range(dtype);
-  bool overflows = false;
-  if (value.is_integer_number()) {
-    const int64_t v = value.integer;
-    // c10::checked_convert lets an unsigned type take a negative integer down to -max (wrapped).
-    const bool negative_wraps = range.min == 0 && v < 0 && v >= -range.max;
-    overflows = !negative_wraps && (v < range.min || v > range.max);
-  } else {
-    const double v = value.scalar;
-    overflows = std::isnan(v) || v < static_cast<double>(range.min) || v > static_cast<double>(range.max);
-  }
-  LUMINAL_CHECK(!overflows, origin_, ": ", what, " ", value.is_integer_number() ? str_cat(value.integer) : str_cat(value.scalar),
-                " cannot be converted to ", dtype_name(dtype), " without overflow (eager raises)");
+  // c10::checked_convert lets an unsigned type take a negative integer down to -max (wrapped).
+  const bool unsigned_wraps = value.is_integer_number() && range.min == 0;
+  LUMINAL_CHECK(value.within(unsigned_wraps ? IntRange{-range.max, range.max} : range), origin_, ": ", what, " ",
+                value.text(), " cannot be converted to ", dtype_name(dtype), " without overflow (eager raises)");
 }
 
 NodeId Builder::full(const Shape& shape, const Operand& value, DType dtype) {
@@ -401,11 +400,9 @@ NodeId Builder::arange(Expr length, double start, double step, DType dtype) {
     value = ir::add(ir::float_const(start, DType::F64),
                     ir::mul(ir::cast(ir::loop_var(0), DType::F64), ir::float_const(step, DType::F64)));
   } else {
-    LUMINAL_CHECK(start == static_cast<double>(static_cast<int64_t>(start)) &&
-                      step == static_cast<double>(static_cast<int64_t>(step)),
-                  origin_, ": integer arange with fractional start/step");
-    value = ir::add(ir::int_const(static_cast<int64_t>(start)),
-                    ir::mul(ir::loop_var(0), ir::int_const(static_cast<int64_t>(step))));
+    const std::optional<int64_t> first = exact_int64(start), stride = exact_int64(step);
+    LUMINAL_CHECK(first && stride, origin_, ": integer arange with fractional start/step");
+    value = ir::add(ir::int_const(*first), ir::mul(ir::loop_var(0), ir::int_const(*stride)));
   }
   return pointwise(dtype, {std::move(length)}, {}, ir::cast(value, dtype));
 }
@@ -417,8 +414,9 @@ NodeId Builder::arange(Expr length, const Expr& start, double step, DType dtype)
     value = ir::add(ir::cast(start, DType::F64),
                     ir::mul(ir::cast(ir::loop_var(0), DType::F64), ir::float_const(step, DType::F64)));
   } else {
-    LUMINAL_CHECK(step == static_cast<double>(static_cast<int64_t>(step)), origin_, ": integer arange with fractional step");
-    value = ir::add(start, ir::mul(ir::loop_var(0), ir::int_const(static_cast<int64_t>(step))));
+    const std::optional<int64_t> stride = exact_int64(step);
+    LUMINAL_CHECK(stride, origin_, ": integer arange with fractional step");
+    value = ir::add(start, ir::mul(ir::loop_var(0), ir::int_const(*stride)));
   }
   return pointwise(dtype, {std::move(length)}, {}, ir::cast(value, dtype));
 }

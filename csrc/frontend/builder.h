@@ -33,6 +33,12 @@ struct Operand {
   static Operand integer_number(int64_t value, DType dtype = DType::I64);
   static Operand symbol(Expr value) { return Operand{std::nullopt, 0.0, DType::I64, std::move(value)}; }
   bool is_integer_number() const { return !tensor && !symbolic && !is_floating(scalar_dtype); }
+  // A number equal to 1 (a factor that scales nothing: alpha).
+  bool is_one() const { return !tensor && !symbolic && (is_integer_number() ? integer == 1 : scalar == 1.0); }
+  // Whether a number lies in [range.min, range.max] (an integer exactly; NaN never does).
+  bool within(const IntRange& range) const;
+  // The number as written: an integer exactly.
+  std::string text() const;
 
   // The number of a scalar operand whose value the translation itself needs (a step, an
   // exponent): raises for symbolic scalars, which only elementwise arithmetic takes.

@@ -34,7 +34,7 @@ void translate_binary(Context& ctx, const pt2::Node& node, ExprOp op, bool rever
   const pt2::Argument* alpha_arg = ctx.find_arg(node, "alpha");
   const std::optional<Operand> alpha =
       alpha_arg && !alpha_arg->is_none() ? std::optional<Operand>(ctx.operand(node, "alpha")) : std::nullopt;
-  const bool scales = alpha && (alpha->is_integer_number() ? alpha->integer != 1 : alpha->scalar != 1.0);
+  const bool scales = alpha && !alpha->is_one();
   if (alpha) b.check_storable(*alpha, compute, "alpha");  // eager converts alpha to the dtype, checked
   ctx.set_output(node, b.elementwise({lhs, rhs}, compute, out, [&](const std::vector<Expr>& v) {
     Expr scaled = v[1];
@@ -142,12 +142,8 @@ void translate_clamp(Context& ctx, const pt2::Node& node) {
     const IntRange range = int_range(out);
     for (size_t k = 1; k < operands.size(); ++k) {
       const Operand& bound = operands[k];
-      if (!bound.is_integer_number() && (bound.tensor || bound.symbolic)) continue;
-      const bool inside = bound.is_integer_number()
-                              ? bound.integer >= range.min && bound.integer <= range.max
-                              : bound.scalar >= static_cast<double>(range.min) && bound.scalar <= static_cast<double>(range.max);
-      LUMINAL_CHECK(inside, "clamp's bound ", bound.is_integer_number() ? str_cat(bound.integer) : str_cat(bound.scalar),
-                    " is outside the range of ", dtype_name(out),
+      if (bound.tensor || bound.symbolic) continue;
+      LUMINAL_CHECK(bound.within(range), "clamp's bound ", bound.text(), " is outside the range of ", dtype_name(out),
                     " (eager converts, drops or refuses it depending on the torch version)");
     }
   }

@@ -438,8 +438,7 @@ void translate_index_update(Context& ctx, const pt2::Node& node, bool accumulate
   if (alpha_arg && !alpha_arg->is_none()) {
     const Operand alpha = ctx.operand(node, "alpha");
     LUMINAL_CHECK(!alpha.tensor && !alpha.symbolic, "index_add's alpha must be a number known at compile time");
-    const bool scales = alpha.is_integer_number() ? alpha.integer != 1 : alpha.scalar != 1.0;
-    if (scales) value = ir::mul(value, b.scalar_expr(alpha, value->dtype));
+    if (!alpha.is_one()) value = ir::mul(value, b.scalar_expr(alpha, value->dtype));
   }
   ctx.set_output(node, b.scatter(self, source_shape, {index, source}, targets, value, accumulate));
 }
