@@ -224,6 +224,9 @@ RowPlan plan_row_kernel(const Graph& translated, const RowLimits& limits) {
       if (!extent) return decline(str_cat(describe(node), ": row dimension ", d, " is not a compile-time constant"));
       row_elements *= *extent;
     }
+    if (row_elements == 0) {  // a row of nothing would be a zero-length register array
+      return decline(str_cat(describe(node), " has rows without elements"));
+    }
     if (row_elements > limits.max_row_elements) {
       return decline(str_cat(describe(node), " has ", row_elements, " elements per row; the register-resident row "
                              "kernel takes at most ", limits.max_row_elements));

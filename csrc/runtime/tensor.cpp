@@ -1,5 +1,7 @@
 #include "runtime/tensor.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 
 namespace luminal::runtime {
@@ -24,7 +26,10 @@ int64_t TensorView::numel() const {
   return n;
 }
 
+// As torch defines it: a tensor without elements is contiguous whatever its strides (at::empty of
+// [2, 0] has strides [1, 1]).
 bool TensorView::is_contiguous() const {
+  if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return true;
   int64_t expected = 1;
   for (size_t d = sizes.size(); d-- > 0;) {
     if (sizes[d] != 1 && strides[d] != expected) return false;

@@ -285,3 +285,16 @@ TEST(Executor, AttentionIsCausalMaskedGroupedAndZeroForEmptyRows) {
     }
   }
 }
+
+// As torch has it: at::empty({2, 0}) has strides [1, 1], and an output of that shape must bind.
+TEST(TensorView, WithoutElementsIsContiguousWhateverItsStrides) {
+  runtime::TensorView empty;
+  empty.sizes = {2, 0};
+  empty.strides = {1, 1};
+  EXPECT_TRUE(empty.is_contiguous());
+  runtime::TensorView full = empty;
+  full.sizes = {2, 3};
+  EXPECT_FALSE(full.is_contiguous());
+  full.strides = {3, 1};
+  EXPECT_TRUE(full.is_contiguous());
+}

@@ -96,3 +96,12 @@ TEST(RowPlan, DeclinesAnOutputWithoutBatchDimension) {
   EXPECT_FALSE(plan.accepted);
   EXPECT_EQ(plan.reason, "output %1 test f32[] has no batch dimension");
 }
+
+TEST(RowPlan, DeclinesRowsWithoutElements) {
+  GraphFixture f;
+  const NodeId x = f.input(DType::F32, {symbol("s0"), int_const(0), int_const(8)});
+  f.output(apply(f, {x}, ExprOp::Exp));
+  const passes::RowPlan plan = passes::plan_row_kernel(f.graph());
+  EXPECT_FALSE(plan.accepted);
+  EXPECT_EQ(plan.reason, "%1 test f32[s0, 0, 8] has rows without elements");
+}
