@@ -92,6 +92,24 @@ def test_fallback_keeps_dynamic_batch(device: str) -> None:
     assert luminal.compile_count() == 1
 
 
+def test_a_partition_runs_in_eager_for_a_call_outside_its_compiled_range(device: str) -> None:
+    """A partition's graph takes a dynamic integer argument as a size (range [0, inf) after
+    Dynamo's second value); a negative one cannot bind. That call runs the partition in eager with
+    a warning naming why: it used to raise the binding error out of the user's call."""
+
+    def fn(x: torch.Tensor, k: int) -> torch.Tensor:
+        return wiggle(x * k) * k + 1
+
+    compiled = torch.compile(fn, backend="luminal")
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for k in (2, 3, -1, 5):
+            x = rand(5, device=device)
+            assert_same(compiled(x, k), fn(x, k))
+    messages = [str(w.message) for w in caught if issubclass(w.category, LuminalFallbackWarning)]
+    assert any("a call runs in eager" in m and "outside the range" in m for m in messages), messages
+
+
 def test_fallback_with_integer_outputs_and_structure(device: str) -> None:
     def fn(x: torch.Tensor, index: torch.Tensor) -> dict[str, torch.Tensor]:
         picked = wiggle(x)[index]

@@ -84,6 +84,13 @@ class CompiledFunction:
         self._eager.warn_once(type(error).__name__, f"luminal: a call runs in eager: {first_line(error)}")
         return self._eager(*args)
 
+    def take_unbound_calls_to(self, eager: EagerPath) -> None:
+        """After a checked first call: calls the graph cannot take (LuminalCallInEagerError) run in
+        ``eager`` instead of raising. A partition of a partly compiled graph gets its first call's
+        errors itself (its partition then runs in eager), and this path for later calls."""
+        assert self._checked, "take_unbound_calls_to is for a function whose first call has passed"
+        self._eager = eager
+
     def ir(self, optimized: bool = True) -> str:
         """The compiled graph's IR as text (before optimization with optimized=False)."""
         return self._graph.ir(optimized)

@@ -453,6 +453,9 @@ def _compile_partitions(
                 exported = export_through_cache(submodule, list(args))
                 function = compile_exported(exported, options.megakernel)
                 result = function(*args)
+                # A later call outside what the partition was compiled for (a size below the
+                # export's range, inputs that overlap an in-place update) runs the partition in eager.
+                function.take_unbound_calls_to(EagerPath(submodule.forward, options.strict))
             except LuminalUnsupportedError as error:
                 more = _partition_refusals(submodule, list(args), exported, refused, error)
                 if more:
