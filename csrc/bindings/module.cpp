@@ -5,6 +5,8 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <atomic>
 #include <chrono>
 #include <limits>
@@ -437,6 +439,10 @@ class PyCompiledGraph {
         out_views[k] = runtime::TensorView{};
         continue;
       }
+      if (infos[k].check) {
+        out_views[k] = check_output_view(k, device);
+        continue;
+      }
       const std::vector<int64_t>& shape = (*shapes)[k];
       if (infos[k].in_place && writable_in_place(views.at(infos[k].mutated_input), infos[k], shape, device)) {
         out_views[k] = views[infos[k].mutated_input];  // the graph updates the input in its own memory
@@ -475,7 +481,7 @@ class PyCompiledGraph {
     }
     py::list results;
     for (size_t k = 0; k < infos.size(); ++k) {
-      if (infos[k].mutated_input >= 0) continue;
+      if (!infos[k].returned()) continue;
       if (infos[k].is_tensor) {
         results.append(tensors[k]);
       } else {
@@ -562,7 +568,7 @@ class PyCompiledGraph {
 
   size_t num_user_outputs() const {
     size_t n = 0;
-    for (const auto& info : core_->outputs()) n += info.mutated_input < 0;
+    for (const auto& info : core_->outputs()) n += info.returned();
     return n;
   }
 
@@ -642,6 +648,31 @@ class PyCompiledGraph {
     std::atomic<double> bind{0}, outputs{0}, run{0}, write_back{0}, call{0}, collect{0};
   };
   std::shared_ptr<HostTimes> host_times_ = std::make_shared<HostTimes>();
+  // The check outputs' memory (runtime::OutputInfo::check): one byte each per device, allocated at
+  // the first call there and reused, since no caller ever sees the values (and a fixed address
+  // needs no CUDA-graph parameter update per call). Shared by copies of this object.
+  struct CheckOutputs {
+    std::mutex mutex;
+    std::map<std::string, at::Tensor> per_device;  // by at::Device::str()
+  };
+  std::shared_ptr<CheckOutputs> check_outputs_ = std::make_shared<CheckOutputs>();
+
+  runtime::TensorView check_output_view(size_t k, const at::Device& device) const {
+    const auto& infos = core_->outputs();
+    const auto first = static_cast<size_t>(std::find_if(infos.begin(), infos.end(), [](const runtime::OutputInfo& info) {
+                                             return info.check;
+                                           }) - infos.begin());
+    at::Tensor memory;
+    {
+      const std::lock_guard<std::mutex> lock(check_outputs_->mutex);
+      at::Tensor& held = check_outputs_->per_device[device.str()];
+      if (!held.defined()) {
+        held = at::ones({static_cast<int64_t>(infos.size() - first)}, at::TensorOptions().dtype(at::kBool).device(device));
+      }
+      memory = held;
+    }
+    return to_view(memory.select(0, static_cast<int64_t>(k - first)), k);
+  }
 };
 
 // luminal::UnsupportedNode -> luminal._C.LuminalUnsupportedError (a LuminalError) with the

@@ -1,5 +1,5 @@
 // Core-ATen inference ops without a family of their own: masked_scatter, as_strided, distances
-// (cdist, pdist), col2im, grid_sampler_2d, bilinear upsampling and histc. All are index arithmetic,
+// (cdist, pdist), col2im, grid_sampler_2d, bilinear upsampling, histc and _assert_async. All are index arithmetic,
 // masked loads and reductions, so the executors and the CUDA codegen need no special support.
 #include <algorithm>
 #include <cmath>
@@ -574,6 +574,30 @@ void translate_histc(Context& ctx, const pt2::Node& node) {
 
 }  // namespace
 
+// ---- _assert_async ----------------------------------------------------------------------------
+
+// _assert_async(cond[, msg]): eager raises the message when the one element of cond is zero (false),
+// e.g. one_hot's "Class values must be smaller than num_classes." that torch.export keeps beside
+// the one_hot it decomposes. A 0-d bool that holds true, computed through a value check of
+// `cond is zero` in [0, 1), becomes a check output of the graph: computed every call, never
+// returned. (Dropping it would return a row of zeros where eager raises.)
+void translate_assert_async(Context& ctx, const pt2::Node& node) {
+  Builder& b = ctx.builder();
+  const NodeId cond = ctx.tensor(node, "self");
+  const Shape& shape = b.shape(cond);
+  const auto elements = ir::as_int_const(ir::product(shape));
+  LUMINAL_CHECK(elements && *elements == 1, "_assert_async of a tensor of ", ir::shape_to_string(shape),
+                " (eager takes one element)");
+  std::string message =
+      ctx.find_arg(node, "assert_msg") ? ctx.string_arg(node, "assert_msg").value_or("") : std::string();
+  if (message.empty()) message = "Expected Tensor with single nonzero value, but got zero";
+  const std::vector<Expr> first(shape.size(), ir::int_const(0));
+  const Expr holds = ir::cast(ir::load(0, b.dtype(cond), first), DType::Bool);  // nonzero, NaN included
+  const Expr failed = ir::sub(ir::int_const(1), ir::cast(holds, DType::I64));
+  const Expr checked = ir::check_value(failed, ir::int_const(1), str_cat(message, " ({target}, node {node})"));
+  ctx.add_check(b.pointwise(DType::Bool, {}, {cond}, ir::eq(checked, ir::int_const(0))));
+}
+
 void register_misc_core_ops(Registry& registry) {
   const std::string aten = "torch.ops.aten.";
   registry.add(aten + "masked_scatter.default", translate_masked_scatter);
@@ -584,6 +608,8 @@ void register_misc_core_ops(Registry& registry) {
   registry.add(aten + "grid_sampler_2d.default", translate_grid_sampler_2d);
   registry.add(aten + "upsample_bilinear2d.vec", translate_upsample_bilinear);
   registry.add(aten + "histc.default", translate_histc);
+  registry.add(aten + "_assert_async.msg", translate_assert_async);
+  registry.add(aten + "_assert_async.default", translate_assert_async);
 }
 
 }  // namespace luminal::frontend

@@ -25,7 +25,6 @@ const std::set<std::string>& passthrough_targets() {
       "torch.ops.aten._assert_scalar.default",
       "torch.ops.aten.sym_constrain_range_for_size.default",
       "torch.ops.aten.sym_constrain_range.default",
-      "torch.ops.aten._assert_async.msg",
       "_operator.add",
       "_operator.sub",
       "_operator.mul",
@@ -812,6 +811,13 @@ class GraphBuilder {
              "): only user outputs and user-input mutations are supported");
       }
       bind_output_value(outputs[i], out);
+      graph_.outputs.push_back(out);
+    }
+    for (const NodeId check : context_.checks()) {
+      ir::GraphOutput out;
+      out.node = check;
+      out.check = true;
+      out.name = graph_.node(check).origin;
       graph_.outputs.push_back(out);
     }
   }

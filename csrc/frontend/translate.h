@@ -103,6 +103,10 @@ class Context {
   // ---- values
   NodeId value(const std::string& tensor_name) const;
   void bind_value(const std::string& tensor_name, NodeId id);
+  // Keeps `check` (a 0-d bool node whose definition holds run-time checks) computed although
+  // nothing reads it: it becomes a check output of the graph (ir::GraphOutput::check).
+  void add_check(NodeId check) { checks_.push_back(check); }
+  const std::vector<NodeId>& checks() const { return checks_; }
   Expr sym_value(const std::string& name) const;
   Shape meta_shape(const std::string& tensor_name) const;
   DType meta_dtype(const std::string& tensor_name) const;
@@ -130,6 +134,7 @@ class Context {
   ir::Graph& graph_;
   Builder builder_;
   std::map<std::string, NodeId> values_;
+  std::vector<NodeId> checks_;
 };
 
 // Family registration (one per file under frontend/).

@@ -460,6 +460,18 @@ void Graph::verify() const {
     }
     LUMINAL_CHECK(out.mutated_input < static_cast<int>(inputs.size()), "IR verification failed: output '",
                   out.name, "' mutates missing input ", out.mutated_input);
+    if (out.check) {
+      const Node& checked = node(out.node);
+      LUMINAL_CHECK(out.kind == GraphOutput::Kind::Tensor && out.mutated_input < 0 && checked.dtype == DType::Bool &&
+                        checked.rank() == 0,
+                    "IR verification failed: check output '", out.name, "' is not a 0-d bool");
+    }
+  }
+  bool checks_began = false;  // check outputs come last: the caller's outputs keep their positions
+  for (const GraphOutput& out : outputs) {
+    LUMINAL_CHECK(out.check || !checks_began, "IR verification failed: output '", out.name,
+                  "' follows a check output");
+    checks_began = checks_began || out.check;
   }
 }
 
@@ -539,6 +551,7 @@ std::string Graph::to_string() const {
       out << ir::to_string(o.value);
     }
     if (o.mutated_input >= 0) out << " (writes input #" << o.mutated_input << ")";
+    if (o.check) out << " (check)";
   }
   out << "\n";
   return out.str();

@@ -162,6 +162,9 @@ struct GraphOutput {
   // >= 0: the output is the new value of call input `mutated_input` (an in-place update that the
   // caller must write back) rather than a user-visible output.
   int mutated_input = -1;
+  // A 0-d bool computed only for the run-time checks in its definition (an `_assert_async`, which
+  // eager checks where it stands): never returned to the caller, listed after the other outputs.
+  bool check = false;
   std::string name;
   std::string device;  // where the export put this tensor ("cpu", "cuda:0"); used when there are no inputs
 };

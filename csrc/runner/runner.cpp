@@ -102,6 +102,7 @@ Model::Model(std::shared_ptr<const runtime::CompiledGraph> graph, std::shared_pt
   }
   for (size_t k = 0; k < ir_graph.outputs.size(); ++k) {
     const ir::GraphOutput& out = ir_graph.outputs[k];
+    if (out.check) continue;  // computed for its run-time checks, never returned
     if (out.mutated_input >= 0) {
       const auto input = static_cast<size_t>(out.mutated_input);
       if (input >= fixed) {
@@ -315,7 +316,7 @@ std::vector<std::vector<int64_t>> Model::output_shapes(const std::vector<runtime
   std::vector<std::vector<int64_t>> shapes;
   const auto& infos = graph_->outputs();
   for (size_t k = 0; k < infos.size(); ++k) {
-    if (infos[k].mutated_input >= 0) continue;
+    if (!infos[k].returned()) continue;
     shapes.push_back(infos[k].is_tensor ? graph_->output_shape(k, symbols) : std::vector<int64_t>{});
   }
   return shapes;
@@ -349,7 +350,7 @@ std::vector<HostTensor> user_outputs(const runtime::CompiledGraph& graph, const 
   const auto& infos = graph.outputs();
   std::vector<HostTensor> outputs;
   for (size_t k = 0; k < infos.size(); ++k) {
-    if (infos[k].mutated_input >= 0) continue;
+    if (!infos[k].returned()) continue;
     if (infos[k].is_tensor) {
       outputs.push_back(std::move(results[k]));
       continue;
@@ -473,9 +474,15 @@ std::vector<std::optional<int64_t>> Model::run_on_device(const std::vector<runti
                 " user outputs, ", outputs.size(), " output views given");
   std::vector<runtime::TensorView> views(infos.size());
   std::vector<DeviceMemory> scratch(infos.size());  // outputs that update an input through a copy
+  std::vector<DeviceMemory> check_memory(infos.size());  // the check outputs' 0-d bools
   size_t user = 0;
   for (size_t k = 0; k < infos.size(); ++k) {
     const int input = infos[k].mutated_input;
+    if (infos[k].check) {
+      check_memory[k] = cuda.allocate(1);
+      views[k] = dense_view(check_memory[k].get(), infos[k].dtype, {}, device_);
+      continue;
+    }
     if (input < 0) {
       const runtime::TensorView& given = outputs[user++];
       if (!infos[k].is_tensor) continue;
@@ -509,7 +516,7 @@ std::vector<std::optional<int64_t>> Model::run_on_device(const std::vector<runti
   if (copied) cuda.synchronize(stream);  // the scratch memory is freed on return
   std::vector<std::optional<int64_t>> integers;
   for (size_t k = 0; k < infos.size(); ++k) {
-    if (infos[k].mutated_input >= 0) continue;
+    if (!infos[k].returned()) continue;
     integers.push_back(infos[k].is_tensor ? std::nullopt : std::optional<int64_t>(graph_->int_output(k, symbols)));
   }
   return integers;

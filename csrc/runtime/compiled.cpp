@@ -83,6 +83,7 @@ CompiledGraph::CompiledGraph(ir::Graph translated, const CompileOptions& options
     info.is_tensor = out.kind == ir::GraphOutput::Kind::Tensor;
     info.dtype = info.is_tensor ? graph_->node(out.node).dtype : DType::I64;
     info.mutated_input = out.mutated_input;
+    info.check = out.check;
     if (info.is_tensor && out.mutated_input >= 0) {
       const ir::Node& node = graph_->node(out.node);
       const ir::NodeId base = graph_->inputs[out.mutated_input];

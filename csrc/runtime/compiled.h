@@ -55,12 +55,17 @@ struct OutputInfo {
   bool is_tensor = true;
   DType dtype = DType::F32;
   int mutated_input = -1;  // >= 0: write this output back into call input k
+  // Computed for its run-time checks only (ir::GraphOutput::check): allocated and written like any
+  // output, never returned. Check outputs follow all the others.
+  bool check = false;
   // The output is a scatter into that input, which nothing else reads: when the caller passes the
   // input's own (contiguous, unaliased) memory as this output, the update happens in place and
   // needs no write-back.
   bool in_place = false;
   std::string name;
   std::string device;  // the export's device for this output ("cpu", "cuda:0", or empty)
+
+  bool returned() const { return mutated_input < 0 && !check; }  // one of the caller's results
 };
 
 struct Stats {
