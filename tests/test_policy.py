@@ -523,6 +523,34 @@ def test_inputs_that_overlap_only_in_a_later_call_run_that_call_in_eager(device:
     assert_same(base, reference)
 
 
+def test_an_input_written_in_place_whose_elements_share_memory_runs_in_eager(device: str) -> None:
+    """An expanded input written in place: eager refuses it ("more than one element of the
+    written-to tensor refers to a single memory location"); the compiled graph used to write it
+    and return values. A view whose strides overlap (as_strided) runs in eager too: eager writes it
+    in its own order."""
+
+    def fn(a: torch.Tensor) -> torch.Tensor:
+        a.mul_(2)
+        return a.sum(-1)
+
+    compiled = torch.compile(fn, backend="luminal")
+    plain = rand(4, 3, device=device)
+    assert_same(compiled(plain.clone()), fn(plain.clone()))
+    expanded = rand(4, 1, device=device).expand(4, 3)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        fn(expanded)
+    with pytest.warns(LuminalFallbackWarning, match="its elements may share memory"):
+        with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+            compiled(expanded)
+    base = rand(10, device=device)
+    reference = base.clone()
+    expected = fn(reference.as_strided((4, 3), (2, 1)))
+    with pytest.warns(LuminalFallbackWarning, match="its elements may share memory"):
+        output = compiled(base.as_strided((4, 3), (2, 1)))
+    assert_same(output, expected)
+    assert_same(base, reference)
+
+
 def test_overlapping_inputs_that_are_only_read_compile(device: str) -> None:
     base = rand(10, device=device)
     output, messages, _ = _compile_and_run(lambda a, b: a * b.sum(), base[:6], base[2:])

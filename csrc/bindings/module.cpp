@@ -414,6 +414,10 @@ class PyCompiledGraph {
                                     overlap->second, ": the compiled graph would not see the update through "
                                     "the alias as eager does"));
       }
+      if (const auto shared = overlap_->find_self_overlapping(views, repeated ? &last.moved : nullptr)) {
+        throw InputsOverlap(str_cat("input #", *shared, " is updated in place and its elements may share memory (",
+                                    runtime::describe(views[*shared]), "): eager decides what such a write does"));
+      }
     }
     if (relaid) {
       try {

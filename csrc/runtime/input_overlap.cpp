@@ -1,6 +1,7 @@
 #include "runtime/input_overlap.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "common/dtype.h"
 
@@ -41,6 +42,44 @@ std::optional<std::pair<size_t, size_t>> MutatedInputOverlap::find_involving(con
         return mutated_[k] ? std::make_pair(k, other) : std::make_pair(other, k);
       }
     }
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// Whether distinct indices of the view may reach one element: with the dimensions of size above 1
+// sorted by stride, each stride must exceed the farthest offset the dimensions before it reach.
+bool may_share_elements(const TensorView& view) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (|stride|, size)
+  for (size_t d = 0; d < view.sizes.size(); ++d) {
+    if (view.sizes[d] == 0) return false;  // no elements
+    if (view.sizes[d] > 1) dims.emplace_back(view.strides[d] < 0 ? -view.strides[d] : view.strides[d], view.sizes[d]);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;  // the largest offset the dimensions so far reach
+  for (const auto& [stride, size] : dims) {
+    if (stride <= reach) return true;
+    if (stride > (std::numeric_limits<int64_t>::max() - reach) / (size - 1)) return false;  // beyond any memory
+    reach += stride * (size - 1);
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<size_t> MutatedInputOverlap::find_self_overlapping(const std::vector<TensorView>& inputs,
+                                                                 const std::vector<size_t>* candidates) const {
+  if (inputs.size() != mutated_.size()) return std::nullopt;  // another count: binding raises
+  const auto check = [&](size_t k) { return mutated_[k] && may_share_elements(inputs[k]); };
+  if (candidates) {
+    for (const size_t k : *candidates) {
+      if (check(k)) return k;
+    }
+    return std::nullopt;
+  }
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (check(k)) return k;
   }
   return std::nullopt;
 }

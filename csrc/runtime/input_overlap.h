@@ -32,6 +32,14 @@ class MutatedInputOverlap {
   std::optional<std::pair<size_t, size_t>> find_involving(const std::vector<TensorView>& inputs,
                                                           const std::vector<size_t>& moved) const;
 
+  // The first input updated in place, among `candidates` (every input when null), whose elements
+  // may share memory with each other (an expanded tensor: a stride of 0 over a size above 1; or
+  // strides that do not nest). Eager's in-place ops refuse the first kind ("more than one element
+  // of the written-to tensor refers to a single memory location") and write the second in their
+  // own order; the compiled graph would write either without a word.
+  std::optional<size_t> find_self_overlapping(const std::vector<TensorView>& inputs,
+                                              const std::vector<size_t>* candidates) const;
+
  private:
   struct Extent {
     int device_type = 0, device_index = 0;

@@ -118,4 +118,25 @@ TEST(MutatedInputOverlap, OnlyMovedInputsAgreeWithAFullCheck) {
 }
 
 }  // namespace
+TEST(MutatedInputOverlap, AWrittenInputWhoseElementsShareMemoryIsFound) {
+  const MutatedInputOverlap check({false, true});
+  const auto with_layout = [](std::vector<int64_t> sizes, std::vector<int64_t> strides) {
+    TensorView v = view_at(0, 1);
+    v.sizes = std::move(sizes);
+    v.strides = std::move(strides);
+    return v;
+  };
+  const TensorView plain = with_layout({4, 3}, {3, 1});
+  EXPECT_EQ(check.find_self_overlapping({plain, plain}, nullptr), std::nullopt);
+  EXPECT_EQ(check.find_self_overlapping({plain, with_layout({4, 3}, {1, 4})}, nullptr), std::nullopt);  // transposed
+  EXPECT_EQ(check.find_self_overlapping({plain, with_layout({4, 1, 3}, {3, 0, 1})}, nullptr), std::nullopt);
+  EXPECT_EQ(check.find_self_overlapping({plain, with_layout({4, 0}, {0, 0})}, nullptr), std::nullopt);  // empty
+  EXPECT_EQ(check.find_self_overlapping({plain, with_layout({4, 3}, {0, 1})}, nullptr), 1u);  // expanded
+  EXPECT_EQ(check.find_self_overlapping({plain, with_layout({4, 3}, {2, 1})}, nullptr), 1u);  // strides overlap
+  // Only inputs written in place count, and with candidates only those are looked at.
+  EXPECT_EQ(check.find_self_overlapping({with_layout({4, 3}, {0, 1}), plain}, nullptr), std::nullopt);
+  const std::vector<size_t> none_moved;
+  EXPECT_EQ(check.find_self_overlapping({plain, with_layout({4, 3}, {0, 1})}, &none_moved), std::nullopt);
+}
+
 }  // namespace luminal
