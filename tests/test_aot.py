@@ -286,6 +286,61 @@ def test_parameter_changed_in_dtype_is_refused(device: str) -> None:
         compiled(x)
 
 
+_OFFSETS = [torch.zeros(4)]  # a tensor the forward reads from a list: export lifts it as a constant
+
+
+class PlainTensors(torch.nn.Module):
+    """Tensors that are neither parameters nor buffers: export lifts them as constants."""
+
+    def __init__(self, device: str) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+        self.scale = rand(4, device=device)  # a plain attribute
+        self.inner = torch.nn.Module()
+        self.inner.shift = rand(4, device=device)  # a submodule's plain attribute
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x) * self.scale + self.inner.shift + _OFFSETS[0]
+
+
+def test_plain_tensors_the_model_reads_are_bound_by_pointer(device: str) -> None:
+    """Updated in place or assigned anew between calls, they are what the next call reads, as in
+    eager. They used to be baked into the program at compile time: silent wrong output."""
+    _OFFSETS[0] = torch.zeros(4, device=device)
+    model = PlainTensors(device).to(device).eval()
+    compiled = luminal.compile(model, (rand(3, 4, device=device),), options={"strict": True})
+    x = rand(3, 4, device=device)
+    assert_same(compiled(x), model(x))
+    updates = [
+        lambda: model.scale.mul_(3),
+        lambda: model.inner.shift.add_(1),
+        lambda: _OFFSETS[0].add_(2),
+        lambda: setattr(model, "scale", rand(4, device=device)),
+        lambda: setattr(model.inner, "shift", rand(4, device=device)),
+    ]
+    try:
+        for update in updates:
+            update()
+            assert_same(compiled(x), model(x))
+        model.scale = rand(5, device=device)
+        with pytest.raises(luminal.LuminalError, match=r"constant 'scale'.*\[4\].*compile again"):
+            compiled(x)
+    finally:
+        _OFFSETS[0] = torch.zeros(4)
+
+
+def test_a_package_carries_the_plain_tensors(device: str, tmp_path: Path) -> None:
+    _OFFSETS[0] = torch.zeros(4, device=device)
+    model = PlainTensors(device).to(device).eval()
+    compiled = luminal.compile(model, (rand(3, 4, device=device),), options={"strict": True})
+    x = rand(3, 4, device=device)
+    expected = compiled(x)
+    compiled.save(tmp_path / "plain.luminal")
+    model.scale.mul_(2)  # the package holds the values at saving
+    _OFFSETS[0] = torch.zeros(4)
+    assert_same(luminal.load(tmp_path / "plain.luminal")(x), expected)
+
+
 @pytest.mark.grad_mode
 def test_grad_mode_with_trainable_parameters_runs_in_eager() -> None:
     model = mlp("cpu")

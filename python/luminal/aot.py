@@ -43,7 +43,7 @@ import warnings
 import weakref
 import zipfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -52,6 +52,7 @@ import torch.utils._pytree as pytree
 
 from luminal import _C, package_files, pt2
 from luminal._C import LuminalError, LuminalInputsOverlapError, LuminalLazyInputError
+from luminal.aot_constants import CONSTANT_PREFIX, LiftedConstant, lift_constants
 from luminal.compiled import CompiledFunction, compile_exported
 from luminal.decompositions import decomposition_table
 from luminal.export import _EXPORT_OPTIONS, CallLayout, ExportedGraph, _luminal_export, _serialize, output_spec
@@ -142,8 +143,12 @@ class _FlatModel(torch.nn.Module):
         self.in_spec = in_spec
         self.tensor_leaves = tuple(k for k, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor))
         self.constant_leaves = [None if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves]
+        # After export: the program's leading inputs that export had lifted as constants
+        # (aot_constants), passed first and ignored here (the model reads its own).
+        self.lifted = 0
 
     def forward(self, *tensors: Any) -> Any:
+        tensors = tensors[self.lifted :]
         state = dict(zip(self.names, tensors[: len(self.names)], strict=True))
         leaves = list(self.constant_leaves)
         for position, value in zip(self.tensor_leaves, tensors[len(self.names) :], strict=True):
@@ -335,6 +340,7 @@ class LuminalModule:
         self._out_spec = None if layout.out_spec is None else pytree.treespec_loads(layout.out_spec)
         self._tensor_leaves = list(layout.tensor_positions)
         self._stale = False
+        self._constants: tuple[LiftedConstant, ...] = ()  # compile() sets them: the state's leading tensors
         self._eager_reason: str | None = None
         self._checked = False  # the first call checks its inputs in Python and may go to eager
         self._fast: Callable[..., Any] | None = None  # graph.call, after the first call succeeded
@@ -353,6 +359,8 @@ class LuminalModule:
     def __call__(self, *args: Any) -> Any:
         fast = self._fast
         root = self._root
+        if self._constants and any(constant.replaced() for constant in self._constants):
+            self._stale = True
         if (
             fast is not None
             and not self._stale
@@ -501,6 +509,9 @@ class LuminalModule:
         assert isinstance(model, torch.nn.Module)
         self._stale = False
         names, tensors, _ = _state(model)
+        constants = self._rebound_constants()
+        names = [c.name for c in constants] + names
+        tensors = [c.tensor for c in constants] + tensors
         if tuple(names) != self._layout.state_names:
             missing = sorted(set(self._layout.state_names) - set(names))
             added = sorted(set(names) - set(self._layout.state_names))
@@ -513,9 +524,23 @@ class LuminalModule:
             if problem is not None:
                 raise LuminalError(f"luminal.compile: {problem} (it was replaced after compiling; compile again)")
         self._state = tensors
+        self._constants = tuple(constants)
         if self._graph is not None:
             self._graph.set_fixed_inputs(tensors)
         _watch(model, self)
+
+    def _rebound_constants(self) -> list[LiftedConstant]:
+        """The lifted constants with what the model holds now (an attribute assigned anew)."""
+        rebound = []
+        for constant in self._constants:
+            current = constant.current()
+            if current is None:
+                raise LuminalError(
+                    f"luminal.compile: the model's {constant.name[len(CONSTANT_PREFIX) :]} is no tensor any more; "
+                    "compile it again"
+                )
+            rebound.append(replace(constant, tensor=current))
+        return rebound
 
     # -- introspection ----------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
@@ -625,6 +650,12 @@ def compile(  # noqa: A001  (luminal.compile, as the issue names it)
         layout = _layout(names, roles, state, [], tensor_paths, in_spec, values, None, settings)
         function = run_in_eager(flat.forward, reason, settings, error)
         return LuminalModule(function, layout, state, model, eager, None, journal_start, False, 0)
+    devices = [t.device for t in tensors] or [t.device for t in state]
+    constants = lift_constants(program, model, devices[0] if devices else None)
+    flat.lifted = len(constants)
+    names = [c.name for c in constants] + names
+    state = [c.tensor for c in constants] + state
+    roles = ["buffer"] * len(constants) + roles
     fakes = [n.meta.get("val") for n in program.graph.nodes if n.op == "placeholder"]
     user_fakes = fakes[len(fakes) - len(tensors) :]
     archive = _serialize(program)
@@ -638,7 +669,9 @@ def compile(  # noqa: A001  (luminal.compile, as the issue names it)
     layout = _layout(names, roles, state, user_fakes, tensor_paths, in_spec, values, exported.out_spec, settings)
     function = _compile(flat, exported, state + tensors, settings)
     saved = archive if isinstance(function, CompiledFunction) else None
-    return LuminalModule(function, layout, state, model, eager, saved, journal_start, False, 1)
+    module = LuminalModule(function, layout, state, model, eager, saved, journal_start, False, 1)
+    module._constants = tuple(constants)
+    return module
 
 
 def _layout(
