@@ -141,3 +141,12 @@ def test_pairwise_dots_vector_loads(width: int, layout: str, device: str) -> Non
     assert_same(torch.compile(_pairwise_dots, backend=backend)(x), expected, tolerance_scale=4)
     source = captured[0].cuda_source()
     assert ("float4" in source) == (width % 4 == 0), "vector loads exactly when rows are whole float4s"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("bias", [True, False])
+def test_bilinear_layer(dtype: torch.dtype, bias: bool, device: str) -> None:
+    """nn.Bilinear's aten._trilinear, decomposed (it ran in eager: no translator)."""
+    layer = torch.nn.Bilinear(4, 5, 6, bias=bias).to(device=device, dtype=dtype).eval()
+    with torch.no_grad():
+        check(layer, rand(7, 4, dtype=dtype, device=device), non_contiguous(rand(7, 5, dtype=dtype, device=device)))

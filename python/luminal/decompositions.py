@@ -3,7 +3,8 @@
 Some fused kernels survive export on CUDA (they are not Core ATen and have no default
 decomposition): RMSNorm (``_fused_rms_norm``) is decomposed here into the primitives luminal
 translates, so it compiles instead of running in eager; so is nn.TransformerEncoderLayer's fused
-inference op (``_transformer_encoder_layer_fwd``, without a mask). Transposed convolutions become a
+inference op (``_transformer_encoder_layer_fwd``, without a mask); so is nn.Bilinear's
+``_trilinear``. Transposed convolutions become a
 matmul and col2im (or a convolution of a zero-stuffed input). The fused attention kernels (efficient, flash,
 CPU flash, cuDNN) are not decomposed: luminal translates them natively (one attention node), and
 ``decomposition_table`` keeps them out of torch's own table too.
@@ -221,6 +222,33 @@ def _transformer_encoder_layer_fwd(
     return norm(x + feed_forward(x), norm_weight_2, norm_bias_2)
 
 
+def _trilinear(
+    i1: torch.Tensor,
+    i2: torch.Tensor,
+    i3: torch.Tensor,
+    expand1: list[int],
+    expand2: list[int],
+    expand3: list[int],
+    sumdim: list[int],
+    unroll_dim: int = 1,
+) -> torch.Tensor:
+    """nn.Bilinear's op (``torch.bilinear``): each input unsqueezed at its expand dims, the three
+    multiplied and summed over ``sumdim``; half types accumulate in float32, as eager's bmm does,
+    and are rounded once."""
+    dtype = torch.promote_types(torch.promote_types(i1.dtype, i2.dtype), i3.dtype)
+    upcast = dtype in (torch.float16, torch.bfloat16)
+
+    def expanded(t: torch.Tensor, dims: list[int]) -> torch.Tensor:
+        t = t.float() if upcast else t
+        for dim in sorted(dims):
+            t = t.unsqueeze(dim)
+        return t
+
+    product = expanded(i1, expand1) * expanded(i2, expand2) * expanded(i3, expand3)
+    summed = product.sum(sorted(sumdim)) if sumdim else product
+    return summed.to(dtype)
+
+
 def _extra() -> dict[Any, Any]:
     table: dict[Any, Any] = {
         aten.convolution.default: _convolution,  # transposed only: plain ones stay whole
@@ -231,6 +259,7 @@ def _extra() -> dict[Any, Any]:
         table[aten.rms_norm.default] = _rms_norm
     if hasattr(aten, "_transformer_encoder_layer_fwd"):
         table[aten._transformer_encoder_layer_fwd.default] = _transformer_encoder_layer_fwd
+    table[aten._trilinear.default] = _trilinear
     return table
 
 
