@@ -293,7 +293,7 @@ def test_pdist_float64(device: str) -> None:
 
 
 @pytest.mark.parametrize("mode", ["bilinear", "nearest"])
-@pytest.mark.parametrize("padding_mode", ["zeros", "border"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("align_corners", [False, True])
 def test_grid_sample(mode: str, padding_mode: str, align_corners: bool, device: str) -> None:
     def fn(x, g):
@@ -302,6 +302,8 @@ def test_grid_sample(mode: str, padding_mode: str, align_corners: bool, device: 
     x = rand(2, 3, 5, 4, device=device)
     grid = rand(2, 3, 7, 2, device=device, low=-1.3, high=1.3)  # some samples outside
     check(fn, x, grid, tolerance_scale=4)
+    if padding_mode == "reflection":  # mirrored several times over, both ways
+        check(fn, x, rand(2, 4, 9, 2, device=device, low=-4.5, high=4.5), tolerance_scale=4)
     check(fn, non_contiguous(x), non_contiguous(grid), tolerance_scale=4)
     check(fn, rand(1, 1, 1, 3, device=device), rand(1, 2, 1, 2, device=device), tolerance_scale=4)
 
@@ -333,7 +335,7 @@ def test_grid_sample_dtypes(dtype: torch.dtype, device: str) -> None:
         )
 
 
-@pytest.mark.parametrize("kwargs", [dict(mode="bicubic"), dict(padding_mode="reflection")], ids=str)
+@pytest.mark.parametrize("kwargs", [dict(mode="bicubic"), dict(mode="bicubic", padding_mode="reflection")], ids=str)
 def test_grid_sample_refused(kwargs) -> None:
     x, grid = rand(1, 2, 4, 4), rand(1, 3, 3, 2, low=-1, high=1)
     expect_fallback(lambda t, g: F.grid_sample(t, g, align_corners=False, **kwargs), x, grid, match="grid_sampler_2d")

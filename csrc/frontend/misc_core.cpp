@@ -335,7 +335,7 @@ void translate_col2im(Context& ctx, const pt2::Node& node) {
 // ---- grid_sampler_2d -----------------------------------------------------------------------
 
 // grid_sampler_2d(input [N, C, H, W], grid [N, Ho, Wo, 2], interpolation_mode, padding_mode,
-// align_corners) -> [N, C, Ho, Wo]. Bilinear and nearest with zeros or border padding.
+// align_corners) -> [N, C, Ho, Wo]. Bilinear and nearest with zeros, border or reflection padding.
 void translate_grid_sampler_2d(Context& ctx, const pt2::Node& node) {
   Builder& b = ctx.builder();
   const NodeId x = ctx.tensor(node, "input");
@@ -345,8 +345,8 @@ void translate_grid_sampler_2d(Context& ctx, const pt2::Node& node) {
   const bool align = ctx.bool_arg(node, "align_corners");
   LUMINAL_CHECK(mode == 0 || mode == 1, "grid_sampler_2d interpolation mode ", mode,
                 " is not supported (bilinear and nearest are; bicubic is not)");
-  LUMINAL_CHECK(padding == 0 || padding == 1, "grid_sampler_2d padding mode ", padding,
-                " is not supported (zeros and border are; reflection is not)");
+  LUMINAL_CHECK(padding >= 0 && padding <= 2, "grid_sampler_2d padding mode ", padding,
+                " is not supported (zeros, border and reflection are)");
   const Shape in = b.shape(x), gs = b.shape(grid);
   LUMINAL_CHECK(in.size() == 4 && gs.size() == 4, "grid_sampler_2d needs a 4-D input and grid");
   const DType out = ctx.out_dtype(node);
@@ -354,6 +354,19 @@ void translate_grid_sampler_2d(Context& ctx, const pt2::Node& node) {
   const DType compute = float_compute_dtype(out);
   const Shape out_shape{in[0], in[1], gs[1], gs[2]};
   auto c = [&](double v) { return ir::scalar_const(v, compute); };
+  // torch's reflect_coordinates: the coordinate mirrored into [low, high] = [0, size - 1]
+  // (align_corners) or [-0.5, size - 0.5], by its distance from low modulo the span and the
+  // parity of the number of spans crossed. A span of 0 (one element, align_corners) gives 0.
+  auto reflected = [&](const Expr& coord, const Expr& size) {
+    const Expr low = align ? c(0) : c(-0.5);
+    const Expr span = align ? ir::sub(size, c(1)) : size;
+    const Expr distance = ir::unary(ExprOp::Abs, ir::sub(coord, low));
+    const Expr extra = ir::binary(ExprOp::Fmod, distance, span);
+    const Expr flips = ir::unary(ExprOp::Floor, ir::binary(ExprOp::Div, distance, span));
+    const Expr even = ir::eq(ir::binary(ExprOp::Fmod, flips, c(2)), c(0));
+    const Expr mirrored = ir::where(even, ir::add(extra, low), ir::add(ir::sub(span, extra), low));
+    return ir::where(ir::eq(span, c(0)), c(0), mirrored);
+  };
   // Source coordinate along a dim of `size` for the normalized grid value (x: component 0 on W).
   auto source = [&](int component, const Expr& size) {
     const Expr g = ir::cast(ir::load(1, b.dtype(grid), {ir::loop_var(0), ir::loop_var(2), ir::loop_var(3),
@@ -362,7 +375,8 @@ void translate_grid_sampler_2d(Context& ctx, const pt2::Node& node) {
     const Expr s = ir::cast(size, compute);
     Expr coord = align ? ir::mul(ir::binary(ExprOp::Div, ir::add(g, c(1)), c(2)), ir::sub(s, c(1)))
                        : ir::binary(ExprOp::Div, ir::sub(ir::mul(ir::add(g, c(1)), s), c(1)), c(2));
-    if (padding == 1) coord = ir::min(ir::max(coord, c(0)), ir::sub(s, c(1)));
+    if (padding == 2) coord = reflected(coord, s);
+    if (padding >= 1) coord = ir::min(ir::max(coord, c(0)), ir::sub(s, c(1)));  // then clipped, as torch does
     return coord;
   };
   const Expr ix = source(0, in[3]), iy = source(1, in[2]);
