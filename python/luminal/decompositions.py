@@ -233,20 +233,25 @@ def _trilinear(
     unroll_dim: int = 1,
 ) -> torch.Tensor:
     """nn.Bilinear's op (``torch.bilinear``): each input unsqueezed at its expand dims, the three
-    multiplied and summed over ``sumdim``; half types accumulate in float32, as eager's bmm does,
-    and are rounded once."""
+    multiplied and summed over ``sumdim``. In eager's order: i1 * i2 summed over the dims i3 lacks
+    (a bmm), rounded to the dtype, then times i3 summed over the rest (half types accumulate in
+    float32 and round after each product, as eager's two bmms do)."""
     dtype = torch.promote_types(torch.promote_types(i1.dtype, i2.dtype), i3.dtype)
     upcast = dtype in (torch.float16, torch.bfloat16)
 
     def expanded(t: torch.Tensor, dims: list[int]) -> torch.Tensor:
-        t = t.float() if upcast else t
+        t = t.float() if upcast else t.to(dtype)
         for dim in sorted(dims):
             t = t.unsqueeze(dim)
         return t
 
-    product = expanded(i1, expand1) * expanded(i2, expand2) * expanded(i3, expand3)
-    summed = product.sum(sorted(sumdim)) if sumdim else product
-    return summed.to(dtype)
+    first = sorted(d for d in sumdim if d in expand3)
+    rest = sorted(d for d in sumdim if d not in expand3)
+    pair = expanded(i1, expand1) * expanded(i2, expand2)
+    pair = (pair.sum(first, keepdim=True) if first else pair).to(dtype)
+    product = (pair.float() if upcast else pair) * expanded(i3, expand3)
+    product = product.sum(rest, keepdim=True) if rest else product
+    return product.to(dtype).squeeze(sorted(sumdim)) if sumdim else product.to(dtype)
 
 
 def _extra() -> dict[Any, Any]:
