@@ -5,11 +5,11 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <atomic>
 #include <chrono>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <tuple>
@@ -438,13 +438,15 @@ class PyCompiledGraph {
     const at::Device device = call_device(inputs, infos);
     const bool poison_outputs = config()->poison_outputs;
     const auto shapes = core_->output_shapes(symbols);
+    std::shared_ptr<const CheckMemory> checks;  // only for graphs with check outputs
     for (size_t k = 0; k < infos.size(); ++k) {
       if (!infos[k].is_tensor) {
         out_views[k] = runtime::TensorView{};
         continue;
       }
       if (infos[k].check) {
-        out_views[k] = check_output_view(k, device);
+        if (!checks) checks = check_memory(device);
+        out_views[k] = checks->views[k];
         continue;
       }
       const std::vector<int64_t>& shape = (*shapes)[k];
@@ -652,30 +654,34 @@ class PyCompiledGraph {
     std::atomic<double> bind{0}, outputs{0}, run{0}, write_back{0}, call{0}, collect{0};
   };
   std::shared_ptr<HostTimes> host_times_ = std::make_shared<HostTimes>();
-  // The check outputs' memory (runtime::OutputInfo::check): one byte each per device, allocated at
-  // the first call there and reused, since no caller ever sees the values (and a fixed address
+  // The check outputs' memory (runtime::OutputInfo::check): a byte per output and device, allocated
+  // at the first call there and reused, since no caller ever sees the values (and a fixed address
   // needs no CUDA-graph parameter update per call). Shared by copies of this object.
+  struct CheckMemory {
+    at::Tensor bytes;                         // one per graph output (the check outputs use theirs)
+    std::vector<runtime::TensorView> views;   // by output position; set for the check outputs
+  };
   struct CheckOutputs {
     std::mutex mutex;
-    std::map<std::string, at::Tensor> per_device;  // by at::Device::str()
+    std::map<std::string, std::shared_ptr<const CheckMemory>> per_device;  // by at::Device::str()
   };
   std::shared_ptr<CheckOutputs> check_outputs_ = std::make_shared<CheckOutputs>();
 
-  runtime::TensorView check_output_view(size_t k, const at::Device& device) const {
-    const auto& infos = core_->outputs();
-    const auto first = static_cast<size_t>(std::find_if(infos.begin(), infos.end(), [](const runtime::OutputInfo& info) {
-                                             return info.check;
-                                           }) - infos.begin());
-    at::Tensor memory;
-    {
-      const std::lock_guard<std::mutex> lock(check_outputs_->mutex);
-      at::Tensor& held = check_outputs_->per_device[device.str()];
-      if (!held.defined()) {
-        held = at::ones({static_cast<int64_t>(infos.size() - first)}, at::TensorOptions().dtype(at::kBool).device(device));
+  // Held by the caller for the call (its views point into it).
+  std::shared_ptr<const CheckMemory> check_memory(const at::Device& device) const {
+    const std::lock_guard<std::mutex> lock(check_outputs_->mutex);
+    std::shared_ptr<const CheckMemory>& held = check_outputs_->per_device[device.str()];
+    if (!held) {
+      const auto& infos = core_->outputs();
+      auto memory = std::make_shared<CheckMemory>();
+      memory->bytes = at::ones({static_cast<int64_t>(infos.size())}, at::TensorOptions().dtype(at::kBool).device(device));
+      memory->views.resize(infos.size());
+      for (size_t k = 0; k < infos.size(); ++k) {
+        if (infos[k].check) memory->views[k] = to_view(memory->bytes.select(0, static_cast<int64_t>(k)), k);
       }
-      memory = held;
+      held = std::move(memory);
     }
-    return to_view(memory.select(0, static_cast<int64_t>(k - first)), k);
+    return held;
   }
 };
 

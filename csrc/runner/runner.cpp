@@ -1,5 +1,7 @@
 #include "runner/runner.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <cctype>
@@ -28,6 +30,9 @@ class ModelState {
   std::vector<StateTensor> host;      // the CPU engine's state memory (on CUDA: released after the upload)
   std::vector<DeviceMemory> device;   // the CUDA engine's state memory
   std::vector<runtime::TensorView> views;  // each state tensor's view, on the engine's device
+  // The check outputs' bytes (runtime::OutputInfo::check) for run_on_device, allocated at its first
+  // call and kept: a run is asynchronous there, so memory freed on return could still be written.
+  DeviceMemory check_outputs;
   std::mutex run_mutex;
 
   runtime::CudaCallContext cuda_context(void* stream) const {
@@ -474,13 +479,14 @@ std::vector<std::optional<int64_t>> Model::run_on_device(const std::vector<runti
                 " user outputs, ", outputs.size(), " output views given");
   std::vector<runtime::TensorView> views(infos.size());
   std::vector<DeviceMemory> scratch(infos.size());  // outputs that update an input through a copy
-  std::vector<DeviceMemory> check_memory(infos.size());  // the check outputs' 0-d bools
+  if (!state_->check_outputs && std::any_of(infos.begin(), infos.end(), [](const auto& info) { return info.check; })) {
+    state_->check_outputs = cuda.allocate(infos.size());  // one byte per output: plenty
+  }
   size_t user = 0;
   for (size_t k = 0; k < infos.size(); ++k) {
     const int input = infos[k].mutated_input;
     if (infos[k].check) {
-      check_memory[k] = cuda.allocate(1);
-      views[k] = dense_view(check_memory[k].get(), infos[k].dtype, {}, device_);
+      views[k] = dense_view(static_cast<uint8_t*>(state_->check_outputs.get()) + k, infos[k].dtype, {}, device_);
       continue;
     }
     if (input < 0) {
