@@ -341,6 +341,27 @@ def test_a_package_carries_the_plain_tensors(device: str, tmp_path: Path) -> Non
     assert_same(luminal.load(tmp_path / "plain.luminal")(x), expected)
 
 
+def test_a_call_under_another_autocast_state_runs_in_eager(device: str) -> None:
+    """Under autocast eager computes the linear layers in bfloat16; the graph keeps the dtypes it
+    was exported with. It used to return float32 silently where eager returns bfloat16."""
+    model = mlp(device)
+    compiled = luminal.compile(model, (rand(5, 8, device=device),))
+    x = rand(5, 8, device=device)
+    assert_same(compiled(x), model(x))
+    with torch.autocast(device, dtype=torch.bfloat16):
+        with pytest.warns(LuminalFallbackWarning, match=r"autocast \(\w+\) was off when the module was compiled"):
+            output = compiled(x)
+        assert_same(output, model(x))
+        assert output.dtype == torch.bfloat16
+        under = luminal.compile(model, (rand(5, 8, device=device),))  # compiled under autocast: runs there
+        assert_same(under(x), model(x), tolerance_scale=2)
+    with pytest.warns(LuminalFallbackWarning, match="was on when the module was compiled"):
+        assert_same(under(x), model(x))
+    strict = luminal.compile(model, (rand(5, 8, device=device),), options={"strict": True})
+    with torch.autocast(device, dtype=torch.bfloat16), pytest.raises(luminal.LuminalError, match="compile it again"):
+        strict(x)
+
+
 @pytest.mark.grad_mode
 def test_grad_mode_with_trainable_parameters_runs_in_eager() -> None:
     model = mlp("cpu")

@@ -341,6 +341,10 @@ class LuminalModule:
         self._tensor_leaves = list(layout.tensor_positions)
         self._stale = False
         self._constants: tuple[LiftedConstant, ...] = ()  # compile() sets them: the state's leading tensors
+        # Autocast on the program's device when it was exported (compile() sets it; a package is
+        # taken as exported without): a call under another state runs in eager, whose dtypes differ.
+        self._autocast_device = _device_type(layout)
+        self._autocast = False
         self._eager_reason: str | None = None
         self._checked = False  # the first call checks its inputs in Python and may go to eager
         self._fast: Callable[..., Any] | None = None  # graph.call, after the first call succeeded
@@ -366,6 +370,7 @@ class LuminalModule:
             and not self._stale
             and not torch.is_grad_enabled()
             and (root is None or root.training is self._root_training)
+            and torch.is_autocast_enabled(self._autocast_device) is self._autocast
         ):
             try:
                 return fast(*args)
@@ -387,6 +392,16 @@ class LuminalModule:
             if self._eager is None or self._eager.strict:
                 raise LuminalError(f"luminal.compile: {reason}: compile it again")
             self._eager.warn_once("training", f"luminal: a call runs in eager: {reason}")
+            return self._run_eager(args, tensors)
+        if torch.is_autocast_enabled(self._autocast_device) is not self._autocast:
+            state = "on" if self._autocast else "off"
+            reason = (
+                f"autocast ({self._autocast_device}) was {state} when the module was compiled and is not now; the "
+                "compiled graph keeps the dtypes it was exported with"
+            )
+            if self._eager is None or self._eager.strict:
+                raise LuminalError(f"luminal.compile: {reason}: compile it again")
+            self._eager.warn_once("autocast", f"luminal: a call runs in eager: {reason}")
             return self._run_eager(args, tensors)
         if torch.is_grad_enabled() and any(t.requires_grad for t in [*self._state, *tensors]):
             reason = "grad mode is on and the inputs or parameters require grad; luminal is inference-only"
@@ -671,7 +686,15 @@ def compile(  # noqa: A001  (luminal.compile, as the issue names it)
     saved = archive if isinstance(function, CompiledFunction) else None
     module = LuminalModule(function, layout, state, model, eager, saved, journal_start, False, 1)
     module._constants = tuple(constants)
+    module._autocast = torch.is_autocast_enabled(module._autocast_device)
     return module
+
+
+def _device_type(layout: _Layout) -> str:
+    """The device type the program runs on ("cuda" or "cpu"): its inputs', else its state's."""
+    for spec in layout.input_specs + layout.state_specs:
+        return "cuda" if spec.device.startswith("cuda") else "cpu"
+    return "cpu"
 
 
 def _layout(
