@@ -90,8 +90,13 @@ void translate_topk(Context& ctx, const pt2::Node& node) {
   }
   const int64_t d = b.normalize_dim(ctx.int_arg(node, "dim", -1), b.rank(x));
   b.assert_equal(ir::min(k, b.shape(x)[d]), k, "topk k must not exceed the dimension size");
-  // Empty intermediates would need zero-sized arrays in the generated CUDA.
-  LUMINAL_CHECK(ir::as_int_const(k) != 0, "topk with k = 0 (an empty result) is not supported");
+  if (ir::as_int_const(k) == 0) {  // nothing to select: empty results, and no sort (whose rows would be empty)
+    Shape empty = b.shape(x);
+    empty[d] = ir::int_const(0);
+    ctx.set_output(node, 0, b.full(empty, 0, b.dtype(x)));
+    ctx.set_output(node, 1, b.full(empty, 0, DType::I64));
+    return;
+  }
   const Sorted s = sorted_prefix(b, x, d, k, largest);
   ctx.set_output(node, 0, s.values);
   ctx.set_output(node, 1, s.indices);
