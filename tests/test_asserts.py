@@ -3,10 +3,10 @@ every call as eager does, and raises the assertion's message instead of returnin
 
 one_hot is the common case: export decomposes it into a comparison with an arange, beside two
 asserts that the classes are in [0, num_classes). luminal used to drop the asserts and return rows
-of zeros for classes out of range, where eager raises. Only for CPU tensors: for CUDA ones torch's
-one_hot skips the checks (they would synchronize), its export has no asserts, and eager's scatter
-then fails with a device-side assert, which ends the process's CUDA context; so the tests never
-run eager on such classes on the GPU."""
+of zeros for classes out of range, where eager raises. Older torch (2.11, the GPU machine's)
+exports one_hot without the asserts; those cases skip there. Eager's one_hot does not check the
+classes of CUDA tensors (a check would synchronize): its scatter then fails with a device-side
+assert, which ends the process's CUDA context, so no test runs eager on such classes on a GPU."""
 
 from __future__ import annotations
 
