@@ -341,10 +341,10 @@ class LuminalModule:
         self._tensor_leaves = list(layout.tensor_positions)
         self._stale = False
         self._constants: tuple[LiftedConstant, ...] = ()  # compile() sets them: the state's leading tensors
-        # Autocast on the program's device when it was exported (compile() sets it; a package is
+        # Autocast on the program's device when it was exported (now, for compile(); a package is
         # taken as exported without): a call under another state runs in eager, whose dtypes differ.
         self._autocast_device = _device_type(layout)
-        self._autocast = False
+        self._autocast = False if loaded else torch.is_autocast_enabled(self._autocast_device)
         self._eager_reason: str | None = None
         self._checked = False  # the first call checks its inputs in Python and may go to eager
         self._fast: Callable[..., Any] | None = None  # graph.call, after the first call succeeded
@@ -686,7 +686,6 @@ def compile(  # noqa: A001  (luminal.compile, as the issue names it)
     saved = archive if isinstance(function, CompiledFunction) else None
     module = LuminalModule(function, layout, state, model, eager, saved, journal_start, False, 1)
     module._constants = tuple(constants)
-    module._autocast = torch.is_autocast_enabled(module._autocast_device)
     return module
 
 
