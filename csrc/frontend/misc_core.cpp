@@ -602,8 +602,7 @@ void translate_assert_async(Context& ctx, const pt2::Node& node) {
   const auto elements = ir::as_int_const(ir::product(shape));
   LUMINAL_CHECK(elements && *elements == 1, "_assert_async of a tensor of ", ir::shape_to_string(shape),
                 " (eager takes one element)");
-  std::string message =
-      ctx.find_arg(node, "assert_msg") ? ctx.string_arg(node, "assert_msg").value_or("") : std::string();
+  std::string message = ctx.string_arg(node, "assert_msg").value_or("");  // absent in _assert_async.default
   if (message.empty()) message = "Expected Tensor with single nonzero value, but got zero";
   const std::vector<Expr> first(shape.size(), ir::int_const(0));
   const Expr holds = ir::cast(ir::load(0, b.dtype(cond), first), DType::Bool);  // nonzero, NaN included
