@@ -96,6 +96,30 @@ class LazyInput : public CallInEager {
   using CallInEager::CallInEager;
 };
 
+// Raised by a call made while torch's stream is being captured into a CUDA graph that the engine
+// cannot add to the capture (runtime::CaptureUnsupported: the first call on the device, a binding
+// no earlier call built). The Python side runs that call in eager, whose kernels are captured.
+class StreamCapture : public CallInEager {
+ public:
+  using CallInEager::CallInEager;
+};
+
+// Whether torch's current stream on `device` is being captured into a CUDA graph.
+bool stream_capturing(const at::Device& device) {
+#if LUMINAL_TORCH_CUDA && LUMINAL_HAVE_CUDA
+  if (!device.is_cuda()) return false;
+  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device.index());
+  // Through the driver luminal loads itself: the CUDA runtime's function would make the extension
+  // need libcudart, which torch does not promise (tests/test_wheel.py).
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  LUMINAL_CU(cuda::driver().cuStreamIsCapturing(reinterpret_cast<CUstream>(stream.stream()), &status));
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+#else
+  (void)device;
+  return false;
+#endif
+}
+
 // An integer argument of a graph as the tensor that carries it: its value plus kSizeCarrierOffset
 // is the leading size of an empty [n, 0] tensor (no memory), so the core binds it as a shape
 // symbol. The offset keeps 0 and 1 from being specialized by torch.export (see backend.py).
@@ -445,7 +469,9 @@ class PyCompiledGraph {
         continue;
       }
       if (infos[k].check) {
-        if (!checks) checks = check_memory(device);
+        // A captured call's kernels write for as long as the caller replays its graph: into memory
+        // of the capture's own pool, not the memory this object reuses (and frees when it dies).
+        if (!checks) checks = stream_capturing(device) ? make_check_memory(device) : check_memory(device);
         out_views[k] = checks->views[k];
         continue;
       }
@@ -475,9 +501,11 @@ class PyCompiledGraph {
       write_back.emplace_back(k, *inputs.at(infos[k].mutated_input));
     }
     const auto allocated = std::chrono::steady_clock::now();
-    {
+    try {
       py::gil_scoped_release no_gil;
       core_->run(views, out_views, symbols, on_cuda ? &cuda : nullptr);
+    } catch (const CaptureUnsupported& refused) {
+      throw StreamCapture(refused.what());
     }
     const auto ran = std::chrono::steady_clock::now();
     size_t copied = 0;
@@ -555,6 +583,7 @@ class PyCompiledGraph {
       c["graph_builds"] = s.cuda.graph_builds;
       c["pointer_updates"] = s.cuda.pointer_updates;
       c["calls"] = s.cuda.calls;
+      c["captured_calls"] = s.cuda.captured_calls;  // calls added to a caller's CUDA graph capture
       c["choices"] = s.cuda.choices;
       c["choice_cache_hits"] = s.cuda.choice_cache_hits;
       c["choice_cache_misses"] = s.cuda.choice_cache_misses;
@@ -668,19 +697,21 @@ class PyCompiledGraph {
   std::shared_ptr<CheckOutputs> check_outputs_ = std::make_shared<CheckOutputs>();
 
   // Held by the caller for the call (its views point into it).
+  std::shared_ptr<const CheckMemory> make_check_memory(const at::Device& device) const {
+    const auto& infos = core_->outputs();
+    auto memory = std::make_shared<CheckMemory>();
+    memory->bytes = at::ones({static_cast<int64_t>(infos.size())}, at::TensorOptions().dtype(at::kBool).device(device));
+    memory->views.resize(infos.size());
+    for (size_t k = 0; k < infos.size(); ++k) {
+      if (infos[k].check) memory->views[k] = to_view(memory->bytes.select(0, static_cast<int64_t>(k)), k);
+    }
+    return memory;
+  }
+
   std::shared_ptr<const CheckMemory> check_memory(const at::Device& device) const {
     const std::lock_guard<std::mutex> lock(check_outputs_->mutex);
     std::shared_ptr<const CheckMemory>& held = check_outputs_->per_device[device.str()];
-    if (!held) {
-      const auto& infos = core_->outputs();
-      auto memory = std::make_shared<CheckMemory>();
-      memory->bytes = at::ones({static_cast<int64_t>(infos.size())}, at::TensorOptions().dtype(at::kBool).device(device));
-      memory->views.resize(infos.size());
-      for (size_t k = 0; k < infos.size(); ++k) {
-        if (infos[k].check) memory->views[k] = to_view(memory->bytes.select(0, static_cast<int64_t>(k)), k);
-      }
-      held = std::move(memory);
-    }
+    if (!held) held = make_check_memory(device);
     return held;
   }
 };
@@ -717,6 +748,7 @@ PYBIND11_MODULE(_C, m) {
   const auto call_in_eager = py::register_exception<CallInEager>(m, "LuminalCallInEagerError", luminal_error.ptr());
   py::register_exception<InputsOverlap>(m, "LuminalInputsOverlapError", call_in_eager.ptr());
   py::register_exception<LazyInput>(m, "LuminalLazyInputError", call_in_eager.ptr());
+  py::register_exception<StreamCapture>(m, "LuminalStreamCaptureError", call_in_eager.ptr());
   register_unsupported_node_error(m, luminal_error);
 
   py::class_<PyCompiledGraph>(m, "CompiledGraph")

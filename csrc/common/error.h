@@ -67,6 +67,15 @@ template <typename... Parts>
   throw Error(str_cat(std::forward<Parts>(parts)...));
 }
 
+// A call the CUDA engine cannot add to the caller's CUDA graph capture (runtime/cuda/capture.cpp):
+// the compiled graph's first call on the device, which loads and measures kernels, or a binding
+// no earlier call built. Typed so that the bindings run that call in eager, whose kernels the
+// capture takes.
+class CaptureUnsupported : public Error {
+ public:
+  using Error::Error;
+};
+
 // An exported node luminal does not compile (no translator, or its translator refuses this call:
 // a dtype or variant it lacks). Typed so that callers can run just that node elsewhere (the Python
 // backend runs it in eager) instead of parsing the message.

@@ -129,6 +129,24 @@ void CudaDevice::fill(void* device, unsigned char value, size_t bytes, void* str
 
 void CudaDevice::synchronize(void* stream) const { LUMINAL_CU(cuda::driver().cuStreamSynchronize(as_stream(stream))); }
 
+struct CallerContext::Saved {
+  cuda::CurrentContextGuard guard;
+};
+CallerContext::CallerContext() {
+  try {
+    saved_ = std::make_unique<Saved>();
+  } catch (const Error&) {
+    // No driver: nothing was made current, and the CudaDevice that follows says what is missing.
+  }
+}
+CallerContext::~CallerContext() = default;
+
+bool CudaDevice::capturing(void* stream) const {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  LUMINAL_CU(cuda::driver().cuStreamIsCapturing(as_stream(stream), &status));
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 std::string CudaDevice::loaded_libraries() {
   std::string text;
   const auto add = [&](const char* name, auto load) {
@@ -169,6 +187,10 @@ void CudaDevice::copy_to_host(void*, const void*, size_t, void*) const { no_cuda
 void CudaDevice::copy_on_device(void*, const void*, size_t, void*) const { no_cuda(); }
 void CudaDevice::fill(void*, unsigned char, size_t, void*) const { no_cuda(); }
 void CudaDevice::synchronize(void*) const { no_cuda(); }
+bool CudaDevice::capturing(void*) const { no_cuda(); }
+struct CallerContext::Saved {};
+CallerContext::CallerContext() = default;
+CallerContext::~CallerContext() = default;
 std::string CudaDevice::loaded_libraries() { return ""; }
 
 #endif

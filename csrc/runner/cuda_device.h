@@ -21,6 +21,21 @@ void register_cuda_library_dirs(std::vector<std::string> dirs);
 // Device memory that frees itself (with its device's context made current) when the last handle goes.
 using DeviceMemory = std::shared_ptr<void>;
 
+// Puts back, when it leaves scope, the CUDA context that was current on the thread when it was
+// made (cuda::CurrentContextGuard): every runner entry point that makes its device current holds
+// one, so that the caller's current device is the same after the call.
+class CallerContext {
+ public:
+  CallerContext();
+  ~CallerContext();
+  CallerContext(const CallerContext&) = delete;
+  CallerContext& operator=(const CallerContext&) = delete;
+
+ private:
+  struct Saved;
+  std::unique_ptr<Saved> saved_;
+};
+
 class CudaDevice {
  public:
   // Loads the driver and checks that device `index` exists; raises an error naming what is missing
@@ -42,6 +57,8 @@ class CudaDevice {
   void copy_on_device(void* to, const void* from, size_t bytes, void* stream) const;
   void fill(void* device, unsigned char value, size_t bytes, void* stream) const;
   void synchronize(void* stream) const;
+  // Whether `stream` is being captured into a CUDA graph (any capture status but none).
+  bool capturing(void* stream) const;
 
   // The files the CUDA libraries are loaded from ("libcublasLt: /path/libcublasLt.so.12"), one per
   // line (loading them where not yet loaded): the bits depend on them (README, "luminal-run on CUDA").

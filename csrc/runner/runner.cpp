@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <cctype>
 #include <sstream>
 #include <utility>
@@ -181,7 +182,11 @@ Model Model::load(const std::string& path, const LoadOptions& options) {
   state->allow_tf32_matmul = options.allow_tf32_matmul;
   state->allow_tf32_convolution = options.allow_tf32_convolution;
   register_cuda_library_dirs(options.cuda_library_dirs);
-  if (options.device.type == runtime::DeviceType::CUDA) state->cuda = std::make_unique<CudaDevice>(options.device.index);
+  std::optional<CallerContext> callers;  // loading makes the device current: the caller's is put back
+  if (options.device.type == runtime::DeviceType::CUDA) {
+    callers.emplace();
+    state->cuda = std::make_unique<CudaDevice>(options.device.index);
+  }
   const pt2::Archive archive =
       pt2::Archive::from_file(path, pt2::ReadLimits::with_max_archive_bytes(options.max_archive_bytes));
   std::shared_ptr<const runtime::CompiledGraph> graph;
@@ -408,6 +413,7 @@ std::vector<HostTensor> Model::run_cpu(const std::vector<runtime::TensorView>& i
 
 std::vector<HostTensor> Model::run_cuda_from_host(const std::vector<runtime::TensorView>& inputs) const {
   const CudaDevice& cuda = *state_->cuda;
+  const CallerContext callers;
   cuda.make_current();
   const size_t fixed = state_->views.size();
   check_updated(program_inputs(inputs));  // on the caller's host memory (program_inputs checks the count)
@@ -470,7 +476,12 @@ std::vector<std::optional<int64_t>> Model::run_on_device(const std::vector<runti
                   view.strides.size(), " strides");
   }
   const std::lock_guard<std::mutex> lock(state_->run_mutex);
+  const CallerContext callers;
   cuda.make_current();
+  // A run makes calls a capture forbids (loading kernels, waiting on earlier runs' error records):
+  // refused before any of them, so that the caller's capture stays valid.
+  LUMINAL_CHECK(!cuda.capturing(stream), "run_on_device: the stream is being captured into a CUDA graph, which "
+                "luminal's compiled program does not support; run it outside the capture");
   const std::vector<runtime::TensorView> all = program_inputs(inputs);
   const runtime::SymbolValues symbols = bind(all);
   check_updated(all);
@@ -530,6 +541,7 @@ std::vector<std::optional<int64_t>> Model::run_on_device(const std::vector<runti
 
 void Model::synchronize() const {
   if (!state_->cuda) return;
+  const CallerContext callers;
   state_->cuda->make_current();
   graph_->finish_cuda();
 }

@@ -152,6 +152,7 @@ gpu::Executor& CompiledGraph::cuda_executor(CudaCandidate candidate) const {
 
 void CompiledGraph::prepare_cuda(const CudaCallContext& cuda) const {
 #if LUMINAL_HAVE_CUDA
+  const cuda::CurrentContextGuard callers;
   cuda_executor(row_ ? kRowKernel : kGeneral).prepare(cuda);
 #else
   fail("this build of luminal has no CUDA engine (it was built without the CUDA toolkit headers)");
@@ -160,6 +161,7 @@ void CompiledGraph::prepare_cuda(const CudaCallContext& cuda) const {
 
 void CompiledGraph::finish_cuda() const {
 #if LUMINAL_HAVE_CUDA
+  const cuda::CurrentContextGuard callers;
   for (const CudaCandidate candidate : {kGeneral, kRowKernel}) {
     gpu::Executor* executor = nullptr;
     {
@@ -376,6 +378,7 @@ void CompiledGraph::run(const std::vector<TensorView>& inputs, const std::vector
     return;
   }
 #if LUMINAL_HAVE_CUDA
+  const cuda::CurrentContextGuard callers;  // the caller's current device stays theirs
   // The megakernel assumes contiguous inputs; other layouts take the general path.
   const bool contiguous = std::all_of(inputs.begin(), inputs.end(), [](const TensorView& t) { return t.is_contiguous(); });
   CudaCandidate candidate = kGeneral;

@@ -51,7 +51,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from luminal import _C, package_files, pt2
-from luminal._C import LuminalError, LuminalInputsOverlapError, LuminalLazyInputError
+from luminal._C import LuminalError, LuminalInputsOverlapError, LuminalLazyInputError, LuminalStreamCaptureError
 from luminal.aot_constants import CONSTANT_PREFIX, LiftedConstant, lift_constants
 from luminal.compiled import CompiledFunction, compile_exported
 from luminal.decompositions import decomposition_table
@@ -73,6 +73,10 @@ __all__ = ["LuminalModule", "compile", "export_count", "load"]
 
 _FORMAT = "luminal-module 2"
 _FORMAT_TORCH_STATE = "luminal-module 1"  # older packages: the state as state.pt (torch.save)
+
+# Calls the graph cannot take by pointer but eager can (the module's other calls stay compiled):
+# inputs that overlap one updated in place, lazy conjugate/negative bits, a CUDA graph capture.
+_CALLS_FOR_EAGER = (LuminalInputsOverlapError, LuminalLazyInputError, LuminalStreamCaptureError)
 
 _count_lock = threading.Lock()
 _exports = 0
@@ -413,7 +417,7 @@ class LuminalModule:
             self._check(tensors)
         try:
             outputs = self._run(tensors)
-        except (LuminalInputsOverlapError, LuminalLazyInputError) as error:
+        except _CALLS_FOR_EAGER as error:
             return self._eager_only_call(args, tensors, error)
         except LuminalError as error:
             problem = self._mismatch(tensors)
@@ -458,13 +462,12 @@ class LuminalModule:
         problem = self._mismatch(tensors)
         if problem is not None:
             raise LuminalError(problem) from error
-        if isinstance(error, (LuminalInputsOverlapError, LuminalLazyInputError)):
+        if isinstance(error, _CALLS_FOR_EAGER):
             return self._eager_only_call(args, tensors, error)
         raise self._named(error) from error
 
     def _eager_only_call(self, args: tuple[Any, ...], tensors: list[Any], error: LuminalError) -> Any:
-        """A call that eager can take but the graph cannot by pointer: inputs that overlap one updated
-        in place, or an input whose conjugate or negative bit is set."""
+        """A call that eager can take but the graph cannot by pointer (see _CALLS_FOR_EAGER)."""
         if self._eager is None:
             raise self._named(error) from error
         self._eager.warn_once(type(error).__name__, f"luminal: a call runs in eager: {first_line(self._named(error))}")

@@ -143,6 +143,21 @@ CUcontext use_primary_context(int device) {
   return primary;
 }
 
+CurrentContextGuard::CurrentContextGuard() {
+  const DriverApi& api = driver();
+  known_ = api.cuCtxGetCurrent(&saved_) == CUDA_SUCCESS;
+}
+
+CurrentContextGuard::~CurrentContextGuard() {
+  if (!known_) return;
+  try {
+    const DriverApi& api = driver();
+    CUcontext current = nullptr;
+    if (api.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current != saved_) api.cuCtxSetCurrent(saved_);
+  } catch (const Error&) {
+  }
+}
+
 int compute_capability(int device) {
   const DriverApi& api = driver();
   CUdevice dev;

@@ -79,9 +79,14 @@ void add_library_dirs(const std::vector<std::string>& dirs);
   X(cuGraphLaunch)
 
 // Driver functions luminal runs without where the driver lacks them (null then): programmatic
-// edges between a CUDA graph's kernels (CUDA 12.3+; instance.cpp). Named with its suffix: in
-// CUDA 12's headers the plain name is the older function, without edge data.
-#define LUMINAL_OPTIONAL_DRIVER_FUNCTIONS(X) X(cuGraphAddDependencies_v2)
+// edges between a CUDA graph's kernels (CUDA 12.3+; instance.cpp); adding a compiled graph to the
+// caller's stream capture (CUDA 12.3+; capture.cpp). Named with their suffixes: in CUDA 12's
+// headers the plain names are the older functions, without edge data.
+#define LUMINAL_OPTIONAL_DRIVER_FUNCTIONS(X) \
+  X(cuGraphAddDependencies_v2)               \
+  X(cuStreamGetCaptureInfo_v3)               \
+  X(cuStreamUpdateCaptureDependencies_v2)    \
+  X(cuGraphKernelNodeSetParams_v2)
 
 #define LUMINAL_NVRTC_FUNCTIONS(X) \
   X(nvrtcGetErrorString)           \
@@ -169,6 +174,23 @@ bool device_available();
 // Makes the device's primary context (the one torch uses) current on this thread, retained once
 // more (torch keeps it alive; so does luminal), and returns it.
 CUcontext use_primary_context(int device);
+
+// Puts back, when it leaves scope, the context that was current on this thread when it was made.
+// luminal makes the call's device's primary context current, and the CUDA runtime (torch) takes
+// its current device from the current context: without this, a call on cuda:1 would leave
+// torch's current device at 1, and a later `.cuda()` or `device="cuda"` of the caller's would
+// allocate there. Every entry point of the core that makes CUDA calls holds one.
+class CurrentContextGuard {
+ public:
+  CurrentContextGuard();
+  ~CurrentContextGuard();  // best effort: never raises
+  CurrentContextGuard(const CurrentContextGuard&) = delete;
+  CurrentContextGuard& operator=(const CurrentContextGuard&) = delete;
+
+ private:
+  CUcontext saved_ = nullptr;
+  bool known_ = false;  // whether the saved context was read (the driver may be missing)
+};
 
 // The device's compute capability as major * 10 + minor: 90 for an H100.
 int compute_capability(int device);

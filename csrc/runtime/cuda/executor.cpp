@@ -157,6 +157,10 @@ void Executor::raise_pending_errors(Instance& instance, bool wait) {
     if (status == CUDA_ERROR_NOT_READY) return;
     LUMINAL_CU(status);
   }
+  raise_recorded_error(instance);
+}
+
+void Executor::raise_recorded_error(Instance& instance) {
   volatile int64_t* record = instance.host_error.values;
   const int64_t code = record[0];
   if (code == 0) return;
@@ -176,7 +180,7 @@ void Executor::raise_pending_errors(Instance& instance, bool wait) {
 // Loads the module and uploads the constants, on the first device that runs the program.
 void Executor::load_module(const CallContext& context) {
   const cuda::DriverApi& api = cuda::driver();
-  auto state = std::make_unique<DeviceState>();
+  auto state = std::make_shared<DeviceState>();
   state->device = context.device;
   state->context = cuda::use_primary_context(context.device);
   state->arch = cuda::device_arch(context.device);
@@ -195,6 +199,7 @@ void Executor::load_module(const CallContext& context) {
     state->functions.push_back(f);
   }
   LUMINAL_CU(api.cuModuleGetFunction(&state->export_errors, state->module, kExportErrorsKernelName));
+  LUMINAL_CU(api.cuModuleGetFunction(&state->trap_errors, state->module, kTrapErrorsKernelName));
   LUMINAL_CU(api.cuStreamCreate(&state->capture_stream, CU_STREAM_NON_BLOCKING));
   // Constants are uploaded once (synchronously, at first use).
   // Views of one storage (aliased weights) share one upload.
@@ -268,6 +273,12 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
   LUMINAL_CHECK(context.allocator != nullptr, "internal error: no device allocator");
   make_context_current(context.device);
   const cuda::DriverApi& api = cuda::driver();
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  LUMINAL_CU(api.cuStreamIsCapturing(static_cast<CUstream>(context.stream), &capture));
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+    run_in_capture(inputs, outputs, symbols, context);
+    return;
+  }
   if (!device_) load_module(context);
   LUMINAL_CHECK(device_->device == context.device, "this compiled graph runs on cuda:", device_->device,
                 "; it was called with tensors on cuda:", context.device);

@@ -9,6 +9,9 @@
 // nodes that read or write them get new parameters. Library calls only ever see arena and
 // weight memory, so their captured child graphs never need updates.
 //
+// A call made while the caller captures a CUDA graph adds the instance's recorded graph to that
+// capture instead of launching it (capture.cpp).
+//
 // Device-side errors (an out-of-range index) are recorded in a device flag, exported to pinned
 // host memory at the end of every replay, and raised by the first later call that finds the
 // replay finished (or by the same call under LUMINAL_SYNC_CHECK=1). No call blocks on the GPU.
@@ -60,6 +63,7 @@ struct Stats {
   size_t graph_builds = 0;
   size_t pointer_updates = 0;    // kernel-node parameter updates, cumulative
   size_t calls = 0;
+  size_t captured_calls = 0;     // calls added to the caller's CUDA graph capture (capture.cpp)
   size_t host_syncs = 0;         // waits for the GPU (instance builds, error checks that must wait), cumulative
   bool megakernel = false;       // the whole graph runs as one row kernel
   std::vector<std::string> choices;  // the last instance's choices between measured alternatives
@@ -114,6 +118,11 @@ class Executor {
   Instance& instance_for(const SymbolValues& symbols, const CallContext& context,
                          const std::vector<TensorView>& inputs);
   void raise_pending_errors(Instance& instance, bool wait);
+  // Raises what the last finished replay of `instance` exported, if anything (and clears it).
+  void raise_recorded_error(Instance& instance);
+  // A call while `context.stream` is being captured into the caller's CUDA graph (capture.cpp).
+  void run_in_capture(const std::vector<TensorView>& inputs, const std::vector<TensorView>& outputs,
+                      const SymbolValues& symbols, const CallContext& context);
   void run_steps_one_by_one(Instance& instance, void* stream);
 
   struct InstanceKey {
@@ -130,7 +139,9 @@ class Executor {
   std::vector<bool> input_read_;  // per call input: does the graph read it
 
   mutable std::mutex mutex_;
-  std::unique_ptr<DeviceState> device_;  // module and constants, on the first device used
+  // Module and constants, on the first device used. Shared with the instances given to callers'
+  // CUDA graph captures (capture.cpp), which outlive the executor.
+  std::shared_ptr<DeviceState> device_;
   std::vector<std::pair<InstanceKey, std::unique_ptr<Instance>>> instances_;  // most recently used last
   Stats stats_;
 };

@@ -34,6 +34,7 @@ struct DeviceState {
   CUmodule module = nullptr;
   std::vector<CUfunction> functions;  // per kernel
   CUfunction export_errors = nullptr;
+  CUfunction trap_errors = nullptr;  // after a compiled graph added to a caller's capture
   CUstream capture_stream = nullptr;
   std::vector<std::shared_ptr<void>> constants;  // per node id (Constant nodes only)
 

@@ -23,6 +23,14 @@ extern "C" __global__ void lm_export_errors(lm_i64* device_record, volatile lm_i
   lm_kernel_entry();
   for (int i = 0; i < 4; ++i) { host_record[i] = device_record[i]; device_record[i] = 0; }
 }
+
+// After a compiled graph that the caller's CUDA graph replays (runtime/cuda/capture.cpp): no later
+// call reads what lm_export_errors exported, so an error (an index out of range) ends the CUDA
+// context here, as eager's device-side assert does in a replay, instead of passing unseen.
+extern "C" __global__ void lm_trap_errors(const volatile lm_i64* host_record) {
+  lm_kernel_entry();
+  if (host_record[0] != 0) __trap();
+}
 )";
 
 // The schedule decided for a step's kernel (schedule::schedule_kernels; row kernels: their plan).

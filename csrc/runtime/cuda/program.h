@@ -62,6 +62,7 @@ struct CudaProgram {
 // The name of the kernel every replay ends with: it copies the device error record to pinned host
 // memory and clears it.
 constexpr const char* kExportErrorsKernelName = "lm_export_errors";
+constexpr const char* kTrapErrorsKernelName = "lm_trap_errors";
 
 // `graph` is what runs: for a node-by-node plan, after passes::stage_library_operands. Every
 // kernel step of `plan` must carry its schedule.

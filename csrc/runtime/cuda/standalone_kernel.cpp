@@ -141,6 +141,7 @@ CUDA_KERNEL_NODE_PARAMS StandaloneKernel::node_params(int device, const LaunchSh
 
 void StandaloneKernel::launch(int device, const LaunchShape& shape, CUstream stream,
                               const std::vector<KernelArgument>& arguments) {
+  const CurrentContextGuard callers;
   thread_local KernelArgumentSlots slots;
   const CUDA_KERNEL_NODE_PARAMS p = node_params(device, shape, arguments, slots);
   LUMINAL_CU(driver().cuLaunchKernel(p.func, p.gridDimX, p.gridDimY, p.gridDimZ, p.blockDimX, p.blockDimY,
