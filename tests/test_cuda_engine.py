@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import torch
 
+import luminal
 from helpers import assert_same, capturing_backend, rand, set_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "dlrm"))
@@ -125,3 +126,22 @@ def test_programmatic_launch_links_kernels_without_changing_results(monkeypatch:
     for (out_a, cache_a), (out_b, cache_b) in zip(linked, plain, strict=True):
         assert torch.equal(out_a, out_b)
         assert torch.equal(cache_a, cache_b)
+
+
+def test_an_error_is_not_erased_by_a_later_call_queued_before_it_finished() -> None:
+    """Calls do not wait: a call raises the error of the latest replay only once that replay has
+    finished. A call queued while an erroneous one still runs used to export its own empty record
+    over the error, which then went unraised (an out-of-range index passed silently)."""
+    embedding = torch.nn.Embedding(10, 4).cuda()
+    good = torch.zeros(3, dtype=torch.long, device="cuda")
+    bad = torch.full((3,), 12, dtype=torch.long, device="cuda")
+    with torch.no_grad():
+        module = luminal.compile(embedding, (good,))
+        module(good)
+        torch.cuda.synchronize()
+        torch.cuda._sleep(50_000_000)  # keeps the stream busy: the two calls below queue behind it
+        module(bad)
+        module(good)  # finds the erroneous replay unfinished, launches its own
+        torch.cuda.synchronize()
+        with pytest.raises(luminal.LuminalError, match="out of bounds"):
+            module(good)

@@ -16,12 +16,23 @@ using schedule::StepKind;
 
 namespace {
 
-// Copies the device error record to pinned host memory and clears it (the last node of a replay).
-// Its edge is a plain one, so lm_kernel_entry() is a no-op here: kept so that every kernel starts alike.
+// Moves an error of the replay from the device record to pinned host memory (the last node of a
+// replay), unless the host record still holds one no call has raised yet: replays queue up
+// without waiting, and a call raises what it finds only once the latest replay has finished, so a
+// later replay without error must not erase an earlier one (it did: an out-of-range index went
+// unraised when the next call was queued before it finished). The host clears the record when it
+// raises. Its edge is a plain one, so lm_kernel_entry() is a no-op here: kept so that every kernel
+// starts alike.
 constexpr const char* kExportErrorsKernel = R"(
 extern "C" __global__ void lm_export_errors(lm_i64* device_record, volatile lm_i64* host_record) {
   lm_kernel_entry();
-  for (int i = 0; i < 4; ++i) { host_record[i] = device_record[i]; device_record[i] = 0; }
+  if (device_record[0] == 0) return;
+  if (host_record[0] == 0) {
+    for (int i = 1; i < 4; ++i) host_record[i] = device_record[i];
+    __threadfence_system();
+    host_record[0] = device_record[0];  // last: the code says the rest is there
+  }
+  for (int i = 0; i < 4; ++i) device_record[i] = 0;
 }
 
 // After a compiled graph that the caller's CUDA graph replays (runtime/cuda/capture.cpp): no later
