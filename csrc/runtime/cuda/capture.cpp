@@ -64,6 +64,7 @@ void Executor::run_in_capture(const std::vector<TensorView>& inputs, const std::
   }
   LUMINAL_CHECK(device_->device == context.device, "this compiled graph runs on cuda:", device_->device,
                 "; it was called with tensors on cuda:", context.device);
+  check_input_devices(inputs, context);
   if (!driver_can_extend_captures()) refuse("the CUDA driver lacks the capture functions of CUDA 12.3");
   // An instance an earlier call built for this binding, on any stream (a capture runs on its own).
   auto found = instances_.end();

@@ -259,6 +259,14 @@ void Executor::prepare(const CallContext& context) {
                 "; it was prepared for cuda:", context.device);
 }
 
+void Executor::check_input_devices(const std::vector<TensorView>& inputs, const CallContext& context) const {
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (!input_read_.at(k)) continue;
+    LUMINAL_CHECK(inputs[k].device.type == DeviceType::CUDA && inputs[k].device.index == context.device,
+                  "input #", k, " must be on cuda:", context.device, ", got ", describe(inputs[k]));
+  }
+}
+
 void Executor::finish() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!device_) return;
@@ -282,11 +290,7 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
   if (!device_) load_module(context);
   LUMINAL_CHECK(device_->device == context.device, "this compiled graph runs on cuda:", device_->device,
                 "; it was called with tensors on cuda:", context.device);
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    if (!input_read_.at(k)) continue;
-    LUMINAL_CHECK(inputs[k].device.type == DeviceType::CUDA && inputs[k].device.index == context.device,
-                  "input #", k, " must be on cuda:", context.device, ", got ", describe(inputs[k]));
-  }
+  check_input_devices(inputs, context);
 
   Instance& instance = with_scatter_copies_if_needed(instance_for(symbols, context, inputs), symbols, context,
                                                      inputs, outputs);

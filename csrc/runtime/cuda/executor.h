@@ -109,6 +109,8 @@ class Executor {
   void update_pointers(Instance& instance, const std::vector<TensorView>& inputs,
                        const std::vector<TensorView>& outputs);
   void make_context_current(int device);
+  // Every input the graph reads is on the call's device.
+  void check_input_devices(const std::vector<TensorView>& inputs, const CallContext& context) const;
   // `instance` (from instance_for: recorded without scatter base copies at first), or, when this
   // call needs one of them (an output that is not its base input's memory), the same instance
   // recorded again with them, which replaces it for good.
