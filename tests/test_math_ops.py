@@ -103,6 +103,29 @@ def test_pow_float(dtype: torch.dtype, device: str) -> None:
     check(lambda x: 2.0**x, exponent)
 
 
+# Where pow, sqrt and products part: infinities, signed zeros, NaN, negative bases.
+POW_SPECIALS = [float("-inf"), float("inf"), float("nan"), -0.0, 0.0, -2.5, -1.0, 1.0, 0.3, 4.0]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("exponent", [0.5, -0.5, -1.0, 2, 3, -2.0, 1.7, -3.0, 0.0, 1.0])
+def test_pow_scalar_exponent_as_aten_computes_it(dtype: torch.dtype, exponent: float, device: str) -> None:
+    """ATen's pow with a number exponent takes 0.5, -0.5 and -1 as sqrt, rsqrt and reciprocal, 2,
+    3 and -2 as products: luminal took pow for all but 2, so (-inf) ** 0.5 was inf, not NaN, and
+    (-0.0) ** 0.5 was 0, not -0. The signs of zeros and infinities and the NaNs must agree."""
+    specials = POW_SPECIALS
+    if device == "cpu" and dtype == torch.float16:
+        # Eager's CPU kernel for float16 takes pow for every exponent, unlike its float32, float64
+        # and bfloat16 kernels and every CUDA kernel, which luminal follows: they part at -inf, -0.
+        specials = [v for v in POW_SPECIALS if v != float("-inf") and str(v) != "-0.0"]
+    x = torch.cat([torch.tensor(specials), rand(24, low=-3.0, high=3.0)]).to(dtype=dtype, device=device)
+    actual = check(lambda t: t**exponent, x)
+    expected = x**exponent
+    assert torch.equal(actual.isnan(), expected.isnan()), (actual, expected)
+    numbers = ~expected.isnan()  # a NaN's sign bit is not part of its value
+    assert torch.equal(actual[numbers].signbit(), expected[numbers].signbit()), (actual, expected)
+
+
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8], ids=str)
 @pytest.mark.parametrize("exponent", [0, 1, 2, 3, 7])
 def test_pow_integer_constant_exponent(dtype: torch.dtype, exponent: int, device: str) -> None:

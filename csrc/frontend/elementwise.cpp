@@ -2,6 +2,7 @@
 // where, clamp. Result dtypes come from the export metadata; operands are promoted the way
 // torch.result_type does.
 #include <limits>
+#include <optional>
 
 #include "common/error.h"
 #include "frontend/translate.h"
@@ -220,14 +221,34 @@ Expr integer_power(const Expr& x, int64_t n, DType dtype) {
   return result;
 }
 
+// x ** e for a floating x and a number e, as ATen's pow with a scalar exponent computes it
+// (aten/src/ATen/native/cuda/PowKernel.cu, cpu/PowKernel.cpp): the exponents 0.5, -0.5 and -1 as
+// sqrt, rsqrt and a reciprocal, 2, 3 and -2 as products (each rounded in the dtype, as ATen's
+// scalar_t arithmetic), others by pow. They differ from pow at -inf and -0 (pow(-inf, 0.5) is inf,
+// sqrt(-inf) NaN; pow(-0, 0.5) is 0, sqrt(-0) -0) and in rounding (CUDA's powf is not correctly
+// rounded). x ** 2 becomes x * x in ir::binary itself.
+Expr floating_power(const Expr& x, const Expr& exponent, std::optional<double> constant, DType dtype) {
+  if (!constant) return ir::binary(ExprOp::Pow, x, exponent);
+  const Expr one = ir::scalar_const(1.0, dtype);
+  if (*constant == 0.5) return ir::unary(ExprOp::Sqrt, x);
+  if (*constant == -0.5) return ir::unary(ExprOp::Rsqrt, x);
+  if (*constant == -1.0) return ir::binary(ExprOp::Div, one, x);
+  if (*constant == 3.0) return ir::mul(ir::mul(x, x), x);
+  if (*constant == -2.0) return ir::binary(ExprOp::Div, one, ir::mul(x, x));
+  return ir::binary(ExprOp::Pow, x, exponent);
+}
+
 void translate_pow(Context& ctx, const pt2::Node& node) {
   Builder& b = ctx.builder();
   const Operand base = ctx.operand(node, "self");
   const Operand exponent = ctx.operand(node, "exponent");
   const DType out = ctx.out_dtype(node);
   if (is_floating(out)) {
-    ctx.set_output(node, b.elementwise({base, exponent}, out, out, [](const std::vector<Expr>& v) {
-      return ir::binary(ExprOp::Pow, v[0], v[1]);
+    // A number exponent of a tensor base: pow.Tensor_Scalar (a tensor exponent, or a number base, take pow).
+    const std::optional<double> constant =
+        base.tensor && !exponent.tensor && !exponent.symbolic ? std::optional<double>(exponent.scalar) : std::nullopt;
+    ctx.set_output(node, b.elementwise({base, exponent}, out, out, [&](const std::vector<Expr>& v) {
+      return floating_power(v[0], v[1], constant, out);
     }));
     return;
   }
