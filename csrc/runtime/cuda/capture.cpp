@@ -67,18 +67,10 @@ void Executor::run_in_capture(const std::vector<TensorView>& inputs, const std::
   check_input_devices(inputs, context);
   if (!driver_can_extend_captures()) refuse("the CUDA driver lacks the capture functions of CUDA 12.3");
   // An instance an earlier call built for this binding, on any stream (a capture runs on its own).
-  auto found = instances_.end();
+  const InstanceKey wanted{context.stream, context.allow_tf32, context.allow_tf32_convolution, symbols};
+  auto found = instances_.end();  // the most recently used match: the list's last
   for (auto it = instances_.begin(); it != instances_.end(); ++it) {
-    const InstanceKey& key = it->first;
-    if (key.allow_tf32 != context.allow_tf32 || key.allow_tf32_convolution != context.allow_tf32_convolution ||
-        !(key.symbols == symbols)) {
-      continue;
-    }
-    bool moved = false;  // library calls hold the parameters' addresses
-    for (const auto& [position, pointer] : it->second->parameter_pointers) {
-      moved = moved || reinterpret_cast<uint64_t>(inputs[position].data) != pointer;
-    }
-    if (!moved) found = it;
+    if (it->first.same_binding(wanted) && !it->second->parameters_moved(inputs)) found = it;
   }
   if (found == instances_.end()) {
     refuse("no earlier call had these sizes, settings and parameters: call it once so before the capture");

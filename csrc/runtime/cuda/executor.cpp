@@ -85,13 +85,8 @@ Instance& Executor::instance_for(const SymbolValues& symbols, const CallContext&
   for (auto it = instances_.rbegin(); it != instances_.rend(); ++it) {
     const InstanceKey& key = it->first;
     if (!(key == InstanceKey{context.stream, context.allow_tf32, context.allow_tf32_convolution, symbols})) continue;
-    // Library calls captured the parameters' addresses: a parameter that moved needs a rebuild.
-    bool moved = false;
-    for (const auto& [position, pointer] : it->second->parameter_pointers) {
-      moved = moved || reinterpret_cast<uint64_t>(inputs[position].data) != pointer;
-    }
     const auto position = std::prev(it.base());
-    if (moved) {
+    if (it->second->parameters_moved(inputs)) {
       raise_pending_errors(*position->second, /*wait=*/true);
       instances_.erase(position);
       break;

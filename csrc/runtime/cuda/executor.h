@@ -131,10 +131,12 @@ class Executor {
     void* stream = nullptr;
     bool allow_tf32 = false, allow_tf32_convolution = false;
     SymbolValues symbols;
-    bool operator==(const InstanceKey& other) const {
-      return stream == other.stream && allow_tf32 == other.allow_tf32 &&
-             allow_tf32_convolution == other.allow_tf32_convolution && symbols == other.symbols;
+    // Everything but the stream (a capture runs on its own stream: capture.cpp).
+    bool same_binding(const InstanceKey& other) const {
+      return allow_tf32 == other.allow_tf32 && allow_tf32_convolution == other.allow_tf32_convolution &&
+             symbols == other.symbols;
     }
+    bool operator==(const InstanceKey& other) const { return stream == other.stream && same_binding(other); }
   };
 
   std::shared_ptr<const CudaProgram> program_;

@@ -132,6 +132,12 @@ struct Instance {
   };
   std::vector<Launch> launches;
   std::vector<std::pair<int, uint64_t>> parameter_pointers;  // (input, pointer) read by library calls
+  // Library calls captured the parameters' addresses: whether one of them moved (a rebuild is due).
+  bool parameters_moved(const std::vector<TensorView>& inputs) const {
+    return std::any_of(parameter_pointers.begin(), parameter_pointers.end(), [&](const auto& entry) {
+      return reinterpret_cast<uint64_t>(inputs[entry.first].data) != entry.second;
+    });
+  }
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
   size_t bytes_per_call = 0;
