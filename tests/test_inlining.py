@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from helpers import capturing_backend, check, rand
 
@@ -65,3 +66,56 @@ def test_scatter_add_fold_inlined_into_sum(device: str) -> None:
     x = rand(8, 3, device=device)
     index = torch.randint(0, 8, (8, 3), device=device)
     check(lambda x, i: torch.zeros_like(x).scatter_add(0, i, x).view(4, 2, 3).sum(1), x, index, tolerance_scale=4)
+
+
+# ---- masked consumers of inlined producers ------------------------------------------------------
+# A masked load reads 0 where its mask is false (col2im's patches outside the image, grid_sample's
+# samples outside with zero padding). Inlining a producer into such a load pushed the mask into the
+# producer's own loads, so a masked position computed the producer's body at zeros: exp(0) = 1,
+# 0 + 1, 0 / 0 = NaN. timm's VOLO (softmax, a batched matmul, then F.fold) came out all NaN in
+# bfloat16, and F.fold(exp(x)) was off by whole units in float32.
+
+FOLD = dict(output_size=(8, 7), kernel_size=3, padding=1, stride=2)
+PRODUCERS = {
+    "exp": lambda t, u: torch.exp(t),
+    "plus_one": lambda t, u: t + 1,
+    "divide": lambda t, u: t / u,
+    "negate": lambda t, u: -t,
+    "product": lambda t, u: t * u,  # zero at zero: no select needed, same results
+}
+
+
+@pytest.mark.parametrize("producer", PRODUCERS, ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_fold_of_an_inlined_producer(producer: str, dtype: torch.dtype, device: str) -> None:
+    make = PRODUCERS[producer]
+    cols = rand(2, 4 * 9, 4 * 4, dtype=dtype, device=device, low=-1, high=1)
+    divisor = rand(2, 4 * 9, 4 * 4, dtype=dtype, device=device, low=0.5, high=2)
+    check(lambda t, u: F.fold(make(t, u), **FOLD), cols, divisor, tolerance_scale=4)
+    # All-zero columns: the sign of each zero sum shows in 1 / fold (eager adds patches onto +0).
+    check(lambda t, u: 1 / F.fold(make(t, u), **FOLD), cols * 0, divisor, tolerance_scale=4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_outlook_attention_fold(dtype: torch.dtype, device: str) -> None:
+    """VOLO's outlook attention: softmax weights times unfolded values, folded back."""
+    batch, heads, positions, window, channels = 2, 2, 16, 9, 8
+
+    def outlook(logits: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        y = logits.softmax(dim=-1) @ values
+        y = y.permute(0, 1, 4, 3, 2).reshape(batch, heads * channels * window, positions)
+        return F.fold(y, output_size=(8, 8), kernel_size=3, padding=1, stride=2)
+
+    logits = rand(batch, heads, positions, window, window, dtype=dtype, device=device)
+    values = rand(batch, heads, positions, window, channels, dtype=dtype, device=device)
+    check(outlook, logits, values, tolerance_scale=4)
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_zero_padding_of_an_inlined_producer(align_corners: bool, device: str) -> None:
+    def fn(x, g):
+        return F.grid_sample(torch.exp(x) + 1, g, padding_mode="zeros", align_corners=align_corners)
+
+    x = rand(2, 3, 5, 4, device=device, low=-1, high=1)
+    grid = rand(2, 3, 7, 2, device=device, low=-1.5, high=1.5)  # some samples outside
+    check(fn, x, grid, tolerance_scale=4)

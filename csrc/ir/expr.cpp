@@ -654,6 +654,9 @@ Expr where(Expr cond, Expr a, Expr b) {
   require(a->dtype == b->dtype, "where",
           str_cat("branch dtypes differ (", dtype_short_name(a->dtype), " vs ", dtype_short_name(b->dtype), ")"));
   if (auto c = as_int_const(cond)) return *c ? a : b;
+  // A branch selected under the same condition again takes its matching side.
+  if (a->op == ExprOp::Where && expr_equal(a->args[0], cond)) a = a->args[1];
+  if (b->op == ExprOp::Where && expr_equal(b->args[0], cond)) b = b->args[2];
   if (expr_equal(a, b)) return a;
   const DType dtype = a->dtype;
   return make_node(ExprOp::Where, dtype, {std::move(cond), std::move(a), std::move(b)});

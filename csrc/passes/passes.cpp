@@ -1,6 +1,7 @@
 #include "passes/passes.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -152,9 +153,35 @@ int first_unused_reduce_var(const Node& node) {
   return first;
 }
 
+// Whether `e` is +0 (false) wherever every load in it reads 0. A masked load reads 0 where its mask
+// is false; an inlined producer keeps that only if its body maps zeros to +0 (0 / 0, exp(0),
+// x + 1 and an iota do not; -x gives -0).
+bool zero_where_loads_are_zero(const Expr& e) {
+  switch (e->op) {
+    case ExprOp::Load: return true;
+    case ExprOp::Const:
+      return is_floating(e->dtype) ? e->float_value == 0.0 && !std::signbit(e->float_value) : e->int_value == 0;
+    case ExprOp::Cast:
+    case ExprOp::Abs:
+    case ExprOp::Relu: return zero_where_loads_are_zero(e->args[0]);
+    case ExprOp::Add:
+    case ExprOp::Sub:
+    case ExprOp::Mul:
+    case ExprOp::Max:
+    case ExprOp::Min: return zero_where_loads_are_zero(e->args[0]) && zero_where_loads_are_zero(e->args[1]);
+    case ExprOp::Where: return zero_where_loads_are_zero(e->args[1]) && zero_where_loads_are_zero(e->args[2]);
+    case ExprOp::Fold: {  // a sum (or any) of zeros is zero also over an empty range; a max is not
+      const auto op = static_cast<ir::ReduceOp>(e->int_value);
+      return (op == ir::ReduceOp::Sum || op == ir::ReduceOp::Any) && zero_where_loads_are_zero(e->args[1]);
+    }
+    default: return false;
+  }
+}
+
 // Rewrites `body` (in the producer's index space, no free reduce variables) into the consumer's
 // space: loop variables become the consumer's load indices, producer input slots are remapped,
-// and the consumer load's mask guards every load and bounds check inside. The body's fold
+// and the consumer load's mask guards every load and bounds check inside, and selects 0 where it
+// is false unless the body gives that by itself (zero_where_loads_are_zero). The body's fold
 // variables are renumbered from `first_free_var` (and past every reduce variable of the index and
 // mask): the indices may read the consumer's reduce variables (r0 of a sum over a gathered
 // tensor), which a fold of the producer with the same id would otherwise capture.
@@ -163,7 +190,7 @@ Expr instantiate(const Expr& body, const std::vector<Expr>& index, const Expr& m
   int first = first_free_var;
   for (const Expr& i : index) first = std::max(first, ir::max_reduce_var(i) + 1);
   if (mask) first = std::max(first, ir::max_reduce_var(mask) + 1);
-  return ir::transform(ir::rebase_fold_vars(body, first), [&](const Expr& e, const std::vector<Expr>& args) -> Expr {
+  Expr value = ir::transform(ir::rebase_fold_vars(body, first), [&](const Expr& e, const std::vector<Expr>& args) -> Expr {
     switch (e->op) {
       case ExprOp::LoopVar: return index.at(e->index);
       case ExprOp::Load: {
@@ -187,6 +214,8 @@ Expr instantiate(const Expr& body, const std::vector<Expr>& index, const Expr& m
     }
     return nullptr;
   });
+  if (!mask || zero_where_loads_are_zero(body)) return value;
+  return ir::where(mask, value, ir::scalar_const(0, value->dtype));
 }
 
 // Inlines producer input `slot` of `consumer`: each load of that slot becomes the producer's body

@@ -86,6 +86,20 @@ TEST(Expr, FloatIdentitiesAreExactOnly) {
   EXPECT_FALSE(expr_equal(add(x, float_const(0.0)), x));
 }
 
+TEST(Expr, WhereUnderItsOwnConditionTakesTheMatchingSide) {
+  // Inlining a producer under a masked load selects 0 where the mask is false; a consumer that
+  // already selects under that mask keeps one select.
+  const Expr i0 = loop_var(0);
+  const Expr inside = lt(i0, int_const(4));
+  const Expr x = load(0, DType::F32, {i0}, inside), pad = float_const(-1.0);
+  const Expr inner = where(inside, unary(ExprOp::Exp, x), float_const(0.0));
+  EXPECT_TRUE(expr_equal(where(inside, inner, pad), where(inside, unary(ExprOp::Exp, x), pad)));
+  EXPECT_TRUE(expr_equal(where(inside, pad, inner), where(inside, pad, float_const(0.0))));
+  // Another condition keeps both.
+  const Expr other = lt(i0, int_const(3));
+  EXPECT_EQ(where(other, inner, pad)->args[1]->op, ExprOp::Where);
+}
+
 TEST(Simplify, RangesRemoveDivModAndChecks) {
   const Expr i0 = loop_var(0), i1 = loop_var(1);
   IndexRanges ranges{{symbol("s0"), int_const(16)}, {}};
