@@ -101,3 +101,15 @@ def test_max_min_dim(dtype: torch.dtype, keepdim: bool, device: str) -> None:
 def test_cumsum(dtype: torch.dtype, dim: int, device: str) -> None:
     x = rand(5, 9, 3, dtype=dtype, device=device, low=-9, high=9)
     check(lambda t: torch.cumsum(t, dim), x, tolerance_scale=4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_half_mean_whose_sum_leaves_the_range(dtype: torch.dtype, device: str) -> None:
+    """ATen sums a half-precision mean in float32 and rounds once: a global pool over values near
+    30,000 has a float16 sum of inf but a finite mean (timm's Res2Net in float16 gave NaN)."""
+    x = rand(2, 3, 4, 5, dtype=dtype, device=device, low=25_000, high=35_000)
+    check(
+        lambda t: (t.mean((2, 3)), t.mean(-1, keepdim=True), t.mean(), torch.nn.functional.adaptive_avg_pool2d(t, 1)),
+        x,
+    )
+    check(lambda t: t.mean(1), non_contiguous(rand(7, 33, dtype=dtype, device=device)))  # one rounding, as eager

@@ -42,11 +42,14 @@ void translate_mean(Context& ctx, const pt2::Node& node) {
   for (int64_t d : dims) {
     if (rank > 0) count = ir::mul(count, b.shape(x)[b.normalize_dim(d, rank)]);
   }
-  const NodeId total = b.reduce_dims(b.cast(x, out), dims, keepdim, ir::ReduceOp::Sum, out);
+  // A half-precision mean is summed and divided in f32 and rounded once, as ATen does: the sum of
+  // a half row can overflow where the mean does not (a global pool over values near 30,000).
+  const DType compute = out == DType::F16 || out == DType::BF16 ? DType::F32 : out;
+  const NodeId total = b.reduce_dims(b.cast(x, compute), dims, keepdim, ir::ReduceOp::Sum, compute);
   const ir::Node& t = b.node(total);
   const Expr divided =
-      ir::binary(ir::ExprOp::Div, ir::load(0, out, Builder::loop_vars(t.rank())), ir::cast(count, out));
-  ctx.set_output(node, b.pointwise(out, t.shape, {total}, divided));
+      ir::binary(ir::ExprOp::Div, ir::load(0, compute, Builder::loop_vars(t.rank())), ir::cast(count, compute));
+  ctx.set_output(node, b.pointwise(out, t.shape, {total}, ir::cast(divided, out)));
 }
 
 template <ir::ReduceOp Op>
