@@ -83,6 +83,18 @@ def test_rms_norm_decomposition_matches_torch() -> None:
     )
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_rms_norm_default_eps_on_small_rows(dtype: torch.dtype, device: str) -> None:
+    """Without eps ATen adds the epsilon of the type it computes in, float32's for half inputs:
+    rows of about 1e-5 came out 90x smaller with float16's epsilon (nn.RMSNorm's default)."""
+    x = rand(3, 5, 8, dtype=dtype, device=device, low=-3e-5, high=3e-5)
+    norm = torch.nn.RMSNorm(8, device=device, dtype=dtype)
+    with torch.no_grad():
+        norm.weight.copy_(rand(8, dtype=dtype, device=device))
+        check(norm, x)
+    check(lambda t: torch.nn.functional.rms_norm(t, [5, 8]), x)
+
+
 def test_fused_rms_norm_compiles(device: str) -> None:
     if not hasattr(torch.ops.aten, "_fused_rms_norm"):
         pytest.skip("this torch has no _fused_rms_norm")

@@ -22,10 +22,11 @@ aten = torch.ops.aten
 def _fused_rms_norm(
     input: torch.Tensor, normalized_shape: list[int], weight: torch.Tensor | None, eps: float | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """torch's rms_norm: computed in float32 for half types, rounded, then scaled by the weight."""
+    """torch's rms_norm: computed in float32 for half types, rounded, then scaled by the weight.
+    Without eps, ATen takes the epsilon of the type it computes in (float32's for half types)."""
     dims = tuple(range(-len(normalized_shape), 0))
-    epsilon = eps if eps is not None else torch.finfo(input.dtype).eps
     upcast = input.float() if input.dtype in (torch.float16, torch.bfloat16) else input
+    epsilon = eps if eps is not None else torch.finfo(upcast.dtype).eps
     rstd = torch.rsqrt(upcast.pow(2).mean(dims, keepdim=True) + epsilon)
     result = (upcast * rstd).to(input.dtype)
     if weight is not None:
