@@ -135,9 +135,13 @@ int64_t recompute_factor(const Node& consumer, size_t slot) {
 }
 
 // A reduce node's value as one expression over its loop variables: its body folded over its reduce
-// variables r0..rn-1 and cast to its dtype (a no-op unless the body is wider).
+// variables r0..rn-1 and cast to its dtype (a no-op unless the body is wider). A half-precision
+// body is folded in f32: a fold rounds to its dtype, and the node accumulates over all its
+// variables before rounding once (nested half folds rounded each row's partial sum).
 Expr folded_value(const Node& reduce) {
-  Expr value = reduce.body;
+  const DType body_dtype = reduce.body->dtype;
+  const bool half = body_dtype == DType::F16 || body_dtype == DType::BF16;
+  Expr value = half ? ir::cast(reduce.body, float_compute_dtype(body_dtype)) : reduce.body;
   for (size_t j = reduce.reduce_extents.size(); j-- > 0;) {
     value = ir::fold(reduce.reduce_op, static_cast<int>(j), reduce.reduce_extents[j], value);
   }
