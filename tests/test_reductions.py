@@ -119,7 +119,7 @@ def test_half_mean_whose_sum_leaves_the_range(dtype: torch.dtype, device: str) -
 def test_half_sum_over_several_dims_rounds_once(dtype: torch.dtype, device: str) -> None:
     """A half sum over two dimensions inlined into its consumer (a scalar's division) accumulates
     over both in float32 and rounds once, as eager: nested folds rounded each row's sum to the
-    half type, so +-256 rows cancelled and left a third of the rest (KL divergence, batchmean)."""
+    half type, so rows of +-256 lost their small terms before cancelling (KL divergence, batchmean)."""
     x = rand(4, 8, dtype=dtype, device=device, low=0.5, high=1)
     x[0::2, 0], x[1::2, 0] = 256, -256  # each row's sum is inexact in the half type
     check(lambda t: (t.sum() / 3, t.sum((0, 1), keepdim=True) * 5, t.mean() + 1), x)

@@ -44,7 +44,7 @@ void translate_mean(Context& ctx, const pt2::Node& node) {
   }
   // A half-precision mean is summed and divided in f32 and rounded once, as ATen does: the sum of
   // a half row can overflow where the mean does not (a global pool over values near 30,000).
-  const DType compute = out == DType::F16 || out == DType::BF16 ? DType::F32 : out;
+  const DType compute = float_compute_dtype(out);
   const NodeId total = b.reduce_dims(b.cast(x, compute), dims, keepdim, ir::ReduceOp::Sum, compute);
   const ir::Node& t = b.node(total);
   const Expr divided =

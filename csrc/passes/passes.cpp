@@ -140,8 +140,7 @@ int64_t recompute_factor(const Node& consumer, size_t slot) {
 // variables before rounding once (nested half folds rounded each row's partial sum).
 Expr folded_value(const Node& reduce) {
   const DType body_dtype = reduce.body->dtype;
-  const bool half = body_dtype == DType::F16 || body_dtype == DType::BF16;
-  Expr value = half ? ir::cast(reduce.body, float_compute_dtype(body_dtype)) : reduce.body;
+  Expr value = is_floating(body_dtype) ? ir::cast(reduce.body, float_compute_dtype(body_dtype)) : reduce.body;
   for (size_t j = reduce.reduce_extents.size(); j-- > 0;) {
     value = ir::fold(reduce.reduce_op, static_cast<int>(j), reduce.reduce_extents[j], value);
   }
