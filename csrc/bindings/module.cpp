@@ -109,11 +109,7 @@ bool stream_capturing(const at::Device& device) {
 #if LUMINAL_TORCH_CUDA && LUMINAL_HAVE_CUDA
   if (!device.is_cuda()) return false;
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(device.index());
-  // Through the driver luminal loads itself: the CUDA runtime's function would make the extension
-  // need libcudart, which torch does not promise (tests/test_wheel.py).
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  LUMINAL_CU(cuda::driver().cuStreamIsCapturing(reinterpret_cast<CUstream>(stream.stream()), &status));
-  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+  return cuda::stream_capturing(reinterpret_cast<CUstream>(stream.stream()));
 #else
   (void)device;
   return false;

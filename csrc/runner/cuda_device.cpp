@@ -141,11 +141,7 @@ CallerContext::CallerContext() {
 }
 CallerContext::~CallerContext() = default;
 
-bool CudaDevice::capturing(void* stream) const {
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  LUMINAL_CU(cuda::driver().cuStreamIsCapturing(as_stream(stream), &status));
-  return status != CU_STREAM_CAPTURE_STATUS_NONE;
-}
+bool CudaDevice::capturing(void* stream) const { return cuda::stream_capturing(as_stream(stream)); }
 
 std::string CudaDevice::loaded_libraries() {
   std::string text;

@@ -178,9 +178,7 @@ namespace {
 
 bool stream_is_capturing(const gpu::CallContext& context) {
   cuda::use_primary_context(context.device);
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  LUMINAL_CU(cuda::driver().cuStreamIsCapturing(static_cast<CUstream>(context.stream), &status));
-  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+  return cuda::stream_capturing(static_cast<CUstream>(context.stream));
 }
 
 constexpr const char* kRowChoice = "megakernel or general path: ";

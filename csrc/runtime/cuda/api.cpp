@@ -143,6 +143,12 @@ CUcontext use_primary_context(int device) {
   return primary;
 }
 
+bool stream_capturing(CUstream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  LUMINAL_CU(driver().cuStreamIsCapturing(stream, &status));
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 CurrentContextGuard::CurrentContextGuard() {
   const DriverApi& api = driver();
   known_ = api.cuCtxGetCurrent(&saved_) == CUDA_SUCCESS;

@@ -175,6 +175,11 @@ bool device_available();
 // more (torch keeps it alive; so does luminal), and returns it.
 CUcontext use_primary_context(int device);
 
+// Whether `stream` is being captured into a CUDA graph (any capture status but none). Through the
+// driver luminal loads itself: the CUDA runtime's function would make the extension need
+// libcudart, which torch does not promise (tests/test_wheel.py).
+bool stream_capturing(CUstream stream);
+
 // Puts back, when it leaves scope, the context that was current on this thread when it was made.
 // luminal makes the call's device's primary context current, and the CUDA runtime (torch) takes
 // its current device from the current context: without this, a call on cuda:1 would leave

@@ -275,10 +275,7 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
   std::lock_guard<std::mutex> lock(mutex_);
   LUMINAL_CHECK(context.allocator != nullptr, "internal error: no device allocator");
   make_context_current(context.device);
-  const cuda::DriverApi& api = cuda::driver();
-  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  LUMINAL_CU(api.cuStreamIsCapturing(static_cast<CUstream>(context.stream), &capture));
-  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+  if (cuda::stream_capturing(static_cast<CUstream>(context.stream))) {
     run_in_capture(inputs, outputs, symbols, context);
     return;
   }
@@ -298,6 +295,7 @@ void Executor::run(const std::vector<TensorView>& inputs, const std::vector<Tens
     run_steps_one_by_one(instance, stream);
     return;
   }
+  const cuda::DriverApi& api = cuda::driver();
   const auto launch = std::chrono::steady_clock::now();
   LUMINAL_CU(api.cuGraphLaunch(instance.exec, stream));
   LUMINAL_CU(api.cuEventRecord(instance.done, stream));
