@@ -65,3 +65,24 @@ def test_integer_argument_in_a_partitioned_graph(device: str) -> None:
     with pytest.warns(LuminalFallbackWarning, match="opaque"):
         for n in (2, 6, 3):
             assert_same(compiled(x, n), fn(x, n))
+
+
+def test_graph_built_from_integers_alone_returns_on_its_device(device: str) -> None:
+    """After a graph break whose only operands are sizes (DeBERTa's relative positions), the graph's
+    inputs are the integers' size carriers, which live on the host: its outputs still belong on the
+    device the model runs on, as in eager."""
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        rows, cols = x.shape
+        torch._dynamo.graph_break()
+        ids = torch.arange(rows, device=x.device)
+        return (ids[:, None] - torch.arange(cols, device=x.device)[None, :]).clamp(-2, 2) * 3
+
+    captured: list[Any] = []
+    compiled = torch.compile(fn, backend=capturing_backend(captured))
+    for shape in ((3, 4), (5, 2), (7, 9), (1, 1)):  # the second shape makes both sizes dynamic
+        x = rand(*shape, device=device)
+        actual, expected = compiled(x), fn(x)
+        assert actual.device == expected.device
+        assert_same(actual, expected)
+    assert captured and all(not c.stats().get("fallback", False) for c in captured)

@@ -289,12 +289,23 @@ double microseconds_since(std::chrono::steady_clock::time_point from) {
   return microseconds_between(from, std::chrono::steady_clock::now());
 }
 
-// The device of a call: the inputs' device, or the export's device when the graph has no inputs.
+// The device of a call. A graph's inputs share one device, except host tensors that hold no
+// elements of their own to read there: 0-d tensors (Python scalars, which eager lets sit beside
+// CUDA tensors) and the size carriers of integer arguments (empty). So: the first input on a GPU;
+// else, if some input with elements of its own is on the host, the CPU; else the device the export
+// recorded for the outputs (a graph that builds tensors from integers alone, as after a graph
+// break whose only operands are sizes), else the CPU.
 at::Device call_device(const std::vector<const at::Tensor*>& inputs,
                        const std::vector<runtime::OutputInfo>& outputs) {
-  if (!inputs.empty()) return inputs.front()->device();
-  for (const runtime::OutputInfo& info : outputs) {
-    if (info.is_tensor && !info.device.empty()) return at::Device(info.device);
+  bool host_data = false;
+  for (const at::Tensor* input : inputs) {
+    if (input->is_cuda()) return input->device();
+    host_data = host_data || (input->dim() > 0 && input->numel() > 0);
+  }
+  if (!host_data) {
+    for (const runtime::OutputInfo& info : outputs) {
+      if (info.is_tensor && !info.device.empty()) return at::Device(info.device);
+    }
   }
   return at::Device(at::kCPU);
 }
