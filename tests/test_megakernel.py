@@ -218,6 +218,25 @@ def test_non_row_local_graph_is_declined() -> None:
     assert "%1 mean" in stats["megakernel_reason"] and "batch dimension" in stats["megakernel_reason"]
 
 
+def test_row_of_an_input_whose_other_dims_are_dynamic(device: str) -> None:
+    """A pooler (Longformer's, BERT's): a linear layer and tanh on x[:, 0] of x[batch, tokens, 64].
+    The row kernel reads x's rows tokens * 64 apart: its parameters carry the token count, which
+    no computed node's shape mentions (before, NVRTC failed and the graph ran in eager)."""
+    pooler = nn.Sequential(nn.Linear(64, 64), nn.Tanh()).to(device).eval()
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return pooler(x[:, 0])
+
+    compiled, captured = compile_and_capture(fn)
+    with torch.no_grad():
+        for batch, tokens in ((2, 5), (3, 8), (4, 3)):  # the second call makes both sizes dynamic
+            x = torch.randn(batch, tokens, 64, device=device)
+            assert_same(compiled(x), fn(x))
+    assert luminal.compile_count() == 2
+    stats = captured[-1].stats()
+    assert not stats["fallback"] and stats["megakernel"], stats.get("eager_reason", stats["megakernel_reason"])
+
+
 def test_non_contiguous_inputs_take_the_general_path(device: str) -> None:
     variant = Variant()
     model = DLRMVariant(variant).to(device).eval()

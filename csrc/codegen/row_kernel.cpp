@@ -155,6 +155,12 @@ Kernel render_row_kernel(const ir::Graph& graph, const Expr& rows, const schedul
     body << "  for (int j = 0; j < " << elements << "; ++j) " << node_pointer(node.id) << "[i0 * " << elements
          << "LL + j] = " << store_value(node.dtype, row_array(node.id) + "[j]") << ";\n";
   }
+  // The inputs' row strides follow from their shapes (row_operands: contiguous), whose symbols the
+  // computed nodes need not mention (a pooler's x[:, 0] of x[s0, s1, 64] reads rows s1 * 64 apart).
+  for (const Node& node : graph.nodes()) {
+    if (!read[node.id] || node.is_compute()) continue;
+    for (const Expr& dim : node.shape) ir::collect_symbols(dim, symbols);
+  }
   std::sort(symbols.begin(), symbols.end());
   symbols.erase(std::unique(symbols.begin(), symbols.end()), symbols.end());
 
