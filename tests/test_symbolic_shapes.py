@@ -1,7 +1,8 @@
 """Sizes computed from dynamic sizes with float arithmetic or powers, under torch.compile(dynamic=True):
 torch.export writes them as CeilToInt/FloorToInt of float steps (arange with float bounds, as in
 XLNet's and Funnel's relative positions; interpolate with a scale factor) or as SymInt powers
-(_operator.pow). Each compiles once for every size, without falling back."""
+(_operator.pow); sizes the export knows to be constants where luminal's expression does not
+simplify. Each compiles once for every size, without falling back."""
 
 from __future__ import annotations
 
@@ -55,6 +56,18 @@ def last_positions(x: torch.Tensor) -> torch.Tensor:
     return tail + x[:, x.shape[1] - 3 :].sum(1, keepdim=True)
 
 
+def chunk_decay(x: torch.Tensor) -> torch.Tensor:
+    """Mamba2's chunked scan: x[b, t] padded to chunks of 8, the chunk length inferred (-1), and
+    each chunk's last cumulative sum broadcast against the chunk. torch.export knows that the
+    slice [..., -1:] has size 1; luminal's expression for it (max(0, n - max(0, n - 1)) of an n it
+    cannot bound) does not simplify, so the subtraction must take the export's size to broadcast
+    (before, every call after the dynamic compile ran in eager)."""
+    b, t = x.shape
+    chunks = F.pad(x, (0, (8 - t % 8) % 8)).reshape(b, -1, 8)
+    running = chunks.reshape(b, chunks.shape[1], -1).cumsum(-1)
+    return torch.exp(running[..., -1:] - running)
+
+
 CASES: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], list[tuple[int, ...]], list[tuple[int, ...]]]] = {
     "arange_float_bounds": (relative_positions, [(2, 5), (3, 7), (4, 2)], [(1, 1)]),
     "arange_symbolic_start": (integer_ranges, [(2, 5), (3, 7), (4, 2)], [(1, 1)]),
@@ -62,6 +75,7 @@ CASES: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], list[tuple[int, .
     "interpolate_up": (upsampled, [(2, 3, 4, 5), (3, 3, 7, 3)], [(1, 3, 1, 2)]),
     "interpolate_down": (halved, [(2, 3, 8, 6), (3, 3, 9, 5), (2, 3, 4, 7)], [(1, 3, 2, 3)]),
     "pow_of_size": (squared_size, [(3, 4), (5, 4), (2, 4)], [(1, 4)]),
+    "slice_of_an_inferred_size": (chunk_decay, [(2, 9), (3, 21), (2, 14)], [(1, 3)]),
 }
 
 

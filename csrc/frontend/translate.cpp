@@ -505,7 +505,21 @@ void Context::set_output(const pt2::Node& node, size_t output, NodeId id) {
   for (size_t d = 0; d < expected.shape.size(); ++d) {
     builder_.assert_equal(produced.shape[d], expected.shape[d], str_cat("dimension ", d, " of '", name, "'"));
   }
+  adopt_constant_sizes(id, expected.shape);
   bind_value(name, id);
+}
+
+// Where the export knows a computed dimension's size and luminal's expression for it does not
+// simplify to that number (a slice x[..., -1:] of a symbolic length: max(0, n - max(0, n - 1)),
+// which is 1 for every n >= 1), the node takes the export's number: later operators then see what
+// eager sees (that 1 broadcasts against any size). set_output asserted the two equal, and the
+// graph checks that assertion at every call before it runs.
+void Context::adopt_constant_sizes(NodeId id, const Shape& expected) {
+  ir::Node& produced = graph_.node(id);
+  if (!produced.is_compute()) return;  // an input's dimensions name the symbols that calls bind
+  for (size_t d = 0; d < expected.size(); ++d) {
+    if (ir::as_int_const(expected[d]) && !ir::as_int_const(produced.shape[d])) produced.shape[d] = expected[d];
+  }
 }
 
 NodeId Context::value(const std::string& tensor_name) const {

@@ -128,6 +128,7 @@ class Context {
 
  private:
   const pt2::TensorMeta& meta(const std::string& tensor_name) const;
+  void adopt_constant_sizes(NodeId id, const Shape& expected);
   [[noreturn]] void arg_error(const pt2::Node& node, std::string_view name, const std::string& message) const;
 
   const pt2::ExportedProgram& program_;
