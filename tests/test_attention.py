@@ -7,11 +7,14 @@ node itself (shapes, masks, layouts, dtypes)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import check, rand
+import luminal
+from helpers import assert_same, check, rand
 
 CASES = {
     "plain": dict(),
@@ -100,3 +103,38 @@ def test_attention_output_keeps_the_kernels_layout(masked: bool, dtype: torch.dt
     hidden = rand(batch, length, 3 * heads * dim, dtype=dtype, device=device, low=-1, high=1)
     mask = rand(batch, 1, length, length, dtype=dtype, device=device, low=-2, high=0)
     check(fn, hidden, mask, tolerance_scale=8)
+
+
+def _chunked(x: torch.Tensor) -> torch.Tensor:
+    """x[b, t] padded to chunks of 8 and reshaped with the chunk length inferred: a dynamic export
+    spells that length floordiv(p, floordiv(p, 8)) for the padded p (8 at every call)."""
+    b, t = x.shape
+    chunks = F.pad(x, (0, (8 - t % 8) % 8)).reshape(b, -1, 8)
+    return chunks.reshape(b, chunks.shape[1], -1)  # [b, p / 8, 8], the 8 symbolic
+
+
+def _query_of_symbolic_heads(x: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    q = _chunked(x).unsqueeze(-1).transpose(1, 2)  # [b, 8 (symbolic) heads, p / 8, 1]
+    return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+
+def _query_of_symbolic_head_size(x: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    q = _chunked(x).unsqueeze(1)  # [b, 1, p / 8, 8 (symbolic)]
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+@pytest.mark.parametrize(
+    "fn,key_shape",
+    [(_query_of_symbolic_heads, (2, 5, 1)), (_query_of_symbolic_head_size, (1, 5, 8))],
+    ids=["heads", "head_size"],
+)
+def test_sdpa_query_dims_left_symbolic_by_a_dynamic_export(fn: Any, key_shape: tuple[int, ...], device: str) -> None:
+    """Recurrent Gemma and Jamba under dynamic shapes: the export spells the query's heads or head
+    size as expressions of the sequence length that are constant at every call, and the keys' as
+    numbers. The attention takes the numbers (checked at every call) instead of running in eager."""
+    compiled = torch.compile(fn, backend="luminal")
+    k, v = rand(2, *key_shape, device=device), rand(2, *key_shape, device=device)
+    for length in (13, 30, 21):  # the second length makes it dynamic (the keys stay static)
+        x = rand(2, length, device=device)
+        assert_same(compiled(x, k, v), fn(x, k, v))
+    assert luminal.compile_count() == 2

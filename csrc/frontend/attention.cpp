@@ -3,6 +3,7 @@
 // output (index 0) is computed; the other outputs (log-sum-exp, RNG state, sequence offsets, the
 // debug mask) serve training, and a graph that reads one of them is refused.
 #include <cmath>
+#include <optional>
 
 #include "common/error.h"
 #include "frontend/translate.h"
@@ -97,6 +98,34 @@ NodeId attention_mask(Builder& b, NodeId mask, const Shape& scores) {
   return aligned(b, m, dims, "attention mask broadcast to the scores");
 }
 
+// The example value the export recorded for dimension `d` of the node's tensor `operand`.
+std::optional<int64_t> example_size(const Context& ctx, const pt2::Node& node, std::string_view operand, size_t d) {
+  const pt2::TensorMeta& meta = ctx.tensor_meta(ctx.find_arg(node, operand)->as_tensor().name);
+  if (d >= meta.sizes.size()) return std::nullopt;
+  const pt2::SymInt& size = meta.sizes[d];
+  if (size.is_int()) return size.as_int();
+  const auto& hint = size.as_expr().hint;
+  return hint && hint->as_int ? hint->as_int : std::nullopt;
+}
+
+// The query with the dimensions the kernels need static spelled as numbers, where a dynamic
+// export left them symbolic (recurrent Gemma's and Jamba's query after partial rotary has head size
+// floordiv(64, floordiv(2 n, 7)) and floordiv(2 n, 7) heads, for keys of 4 heads of 16): the head
+// size as the key's, when that is static, and the heads as the export's example value, when that
+// is a multiple of the key's static heads. The graph checks both at every call; a call where one
+// differs runs in eager.
+NodeId with_static_query_dims(const Context& ctx, const pt2::Node& node, Builder& b, NodeId q, const Shape& ks) {
+  const Shape qs = b.shape(q);
+  std::vector<std::pair<size_t, Expr>> dims;
+  if (!ir::as_int_const(qs[3]) && ir::as_int_const(ks[3])) dims.emplace_back(3, ks[3]);
+  const auto kv_heads = ir::as_int_const(ks[1]);
+  if (!ir::as_int_const(qs[1]) && kv_heads && *kv_heads > 0) {
+    const auto heads = example_size(ctx, node, "query", 1);
+    if (heads && *heads > 0 && *heads % *kv_heads == 0) dims.emplace_back(1, ir::int_const(*heads));
+  }
+  return aligned(b, q, dims, "attention query heads and head size");
+}
+
 struct AttentionArgs {
   const char* mask_name = nullptr;  // the schema's name of the optional mask (nullptr: none)
 };
@@ -106,7 +135,7 @@ void translate_attention(Context& ctx, const pt2::Node& node, const AttentionArg
   refuse_used_side_outputs(ctx, node);
   const double dropout = ctx.float_arg(node, "dropout_p", 0.0);
   LUMINAL_CHECK(dropout == 0.0, "dropout_p ", dropout, " is not 0: luminal runs attention for inference only");
-  const NodeId q = ctx.tensor(node, "query");
+  NodeId q = ctx.tensor(node, "query");
   NodeId k = ctx.tensor(node, "key");
   NodeId v = ctx.tensor(node, "value");
   const auto signatures = [&] {
@@ -118,6 +147,7 @@ void translate_attention(Context& ctx, const pt2::Node& node, const AttentionArg
   const DType dtype = b.dtype(q);
   LUMINAL_CHECK(is_floating(dtype) && b.dtype(k) == dtype && b.dtype(v) == dtype,
                 "attention operands must share one floating dtype, got ", signatures());
+  q = with_static_query_dims(ctx, node, b, q, b.shape(k));
   const Shape qs = b.shape(q);
   const Shape ks = b.shape(k);
   if (!ir::expr_equal(qs[1], ks[1])) {
