@@ -80,7 +80,7 @@ class Result:
     graphs: int = 0
     graph_breaks: int = 0
     note: str = ""
-    dynamic: str = ""  # --dynamic: outcome of a second call with other sizes (Dynamo's dynamic recompile)
+    dynamic: str = ""  # --dynamic: outcome of two more calls with other sizes (Dynamo's dynamic recompile)
     dynamic_detail: str = ""
     luminal: str = ""  # the package that ran (an editable install may shadow PYTHONPATH)
     details: list[str] = field(default_factory=list)
@@ -154,7 +154,8 @@ def judge_against_reference(
     floating = [k for k, t in enumerate(want) if t.is_floating_point()]
     if not floating or len(got) != len(want):
         return
-    wide = torch.float64 if want[floating[0]].dtype == torch.float32 else torch.float32
+    narrow = want[floating[0]].dtype
+    wide = torch.float64 if narrow == torch.float32 else torch.float32
     try:
         model.to(wide)
         wide_inputs = tuple(t.to(wide) if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs)
@@ -162,6 +163,8 @@ def judge_against_reference(
     except Exception as error:  # noqa: BLE001  (the judgement is optional)
         result.details.append(f"no {wide} reference: {type(error).__name__}: {str(error)[:200]}")
         return
+    finally:
+        model.to(narrow)  # exact: later probes (--dynamic) run the model in its own dtype again
     if len(reference) != len(want) or any(reference[k].shape != want[k].shape for k in floating):
         result.details.append(f"the {wide} rerun gives outputs of other shapes: eager itself is unstable here")
         return
@@ -248,7 +251,7 @@ def run_forward(entry: Entry, device: str, dtype: Any, dtype_name: str, strict: 
         if result.status == "ok" and result.fallback:
             result.status = "fallback"
         if os.environ.get("SWEEP_DYNAMIC"):
-            run_other_sizes(forward, compiled, inputs, dtype_name, entry.tolerance_scale, result)
+            run_other_sizes(model, forward, compiled, inputs, dtype_name, entry.tolerance_scale, result)
         degenerate = [
             t for t in _flat_tensors(expected) if t.is_floating_point() and t.numel() > 1 and t.float().std() < 1e-3
         ]
@@ -274,6 +277,7 @@ def vary_inputs(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def run_other_sizes(
+    model: Any,
     forward: Callable[..., Any],
     compiled: Callable[..., Any],
     inputs: tuple[Any, ...],
@@ -281,14 +285,34 @@ def run_other_sizes(
     tolerance_scale: float,
     result: Result,
 ) -> None:
-    """A second call with other sizes (vary_inputs): Dynamo recompiles with dynamic dimensions."""
-    varied = vary_inputs(inputs)
+    """Two more calls with other sizes (vary_inputs, then again): the first makes Dynamo recompile
+    with dynamic dimensions, the second reuses that graph at sizes it was not traced with (another
+    remainder for a padding to a multiple, say). The first call that is not ok is recorded."""
+    varied = inputs
+    for call in ("second call", "third call"):
+        varied = vary_inputs(varied)
+        status, detail = _other_sizes_outcome(model, forward, compiled, varied, dtype_name, tolerance_scale, result)
+        result.dynamic, result.dynamic_detail = status, detail
+        if status != "ok":
+            if status != "n/a":
+                result.dynamic_detail = f"{call}: {detail}"[:300]
+            return
+
+
+def _other_sizes_outcome(
+    model: Any,
+    forward: Callable[..., Any],
+    compiled: Callable[..., Any],
+    varied: tuple[Any, ...],
+    dtype_name: str,
+    tolerance_scale: float,
+    result: Result,
+) -> tuple[str, str]:
     try:
         with torch.no_grad():
             expected = forward(*varied)
     except Exception as error:  # noqa: BLE001  (a model that only takes its configured sizes)
-        result.dynamic, result.dynamic_detail = "n/a", f"eager: {type(error).__name__}: {str(error)[:200]}"
-        return
+        return "n/a", f"eager: {type(error).__name__}: {str(error)[:200]}"
     with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -296,16 +320,19 @@ def run_other_sizes(
         except Exception as error:  # noqa: BLE001
             probe = Result(result.name, result.library)
             _record_error(probe, "dynamic", error)
-            result.dynamic, result.dynamic_detail = "error", f"{probe.error_type}: {probe.error}"
             result.details += probe.details
-            return
+            return "error", f"{probe.error_type}: {probe.error}"
     probe = Result(result.name, result.library)
     compare(actual, expected, dtype_name, tolerance_scale, probe)
+    if probe.status == "mismatch":
+        judge_against_reference(model, forward, varied, actual, expected, probe)
+        result.details += probe.details
     fallback = " | ".join(_fallback_messages(caught))
-    result.dynamic = "fallback" if probe.status == "ok" and fallback else probe.status
-    result.dynamic_detail = "; ".join(probe.details)[:300] or fallback[:300]
+    status = "fallback" if probe.status == "ok" and fallback else probe.status
+    detail = "; ".join(([probe.note] if probe.note else []) + probe.details)[:300] or fallback[:300]
     if probe.relative is not None and probe.status == "mismatch":
-        result.dynamic_detail += f" (max abs diff {probe.max_abs_diff:.3g}, scale {probe.scale:.3g})"
+        detail += f" (max abs diff {probe.max_abs_diff:.3g}, scale {probe.scale:.3g})"
+    return status, detail
 
 
 def run_decode(entry: Entry, device: str, dtype: Any, dtype_name: str, strict: bool, result: Result) -> None:
@@ -482,8 +509,8 @@ def main() -> int:
     parser.add_argument(
         "--dynamic",
         action="store_true",
-        help="also call each compiled model with other sizes (one more batch row, longer token "
-        "sequences): Dynamo recompiles with dynamic dimensions",
+        help="also call each compiled model twice more with other sizes (one more batch row, longer "
+        "token sequences, each time): Dynamo recompiles with dynamic dimensions, then reuses that graph",
     )
     parser.add_argument(
         "--luminal-path",
