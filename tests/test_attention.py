@@ -138,3 +138,20 @@ def test_sdpa_query_dims_left_symbolic_by_a_dynamic_export(fn: Any, key_shape: t
         x = rand(2, length, device=device)
         assert_same(compiled(x, k, v), fn(x, k, v))
     assert luminal.compile_count() == 2
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_sdpa_at_a_second_length_stays_compiled(dtype: torch.dtype, device: str) -> None:
+    """A transformer at its second sequence length: Dynamo recompiles with the length dynamic. On
+    CUDA, half-precision sdpa dispatches to cuDNN, whose node has SymInt outputs under dynamic
+    shapes that torch.export cannot serialize; before, the whole graph ran in eager from then on
+    (51 of 114 Hugging Face models in a bfloat16 sweep on an H200)."""
+
+    def fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v)
+
+    compiled = torch.compile(fn, backend="luminal")
+    for length in (16, 24, 40):
+        q, k, v = (rand(2, 4, length, 64, dtype=dtype, device=device) for _ in range(3))
+        assert_same(compiled(q, k, v), fn(q, k, v), tolerance_scale=4)
+    assert luminal.compile_count() == 2

@@ -212,6 +212,28 @@ def test_guards_fn_is_disabled_only_for_luminal_exports() -> None:
     assert _unlift._ok_to_generate_guards_fn() is True
 
 
+def test_exports_choose_serializable_attention_kernels() -> None:
+    """On CUDA inputs, luminal exports sdpa without the fused kernels whose nodes torch.export cannot
+    serialize: flash always (uint64 RNG state), cuDNN under dynamic shapes (its longest query and
+    key lengths are SymInt outputs). Fake CUDA tensors stand in for a GPU here; the CUDA case of
+    test_attention.py's dynamic lengths runs the whole path."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from luminal.export import _luminal_export
+
+    with FakeTensorMode():
+        on_gpu = torch.empty(2, 3, device="cuda")
+    before = torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled()
+    with _luminal_export([on_gpu], dynamic=True):
+        assert not torch.backends.cuda.cudnn_sdp_enabled() and not torch.backends.cuda.flash_sdp_enabled()
+        assert torch.backends.cuda.mem_efficient_sdp_enabled()
+    with _luminal_export([on_gpu], dynamic=False):
+        assert torch.backends.cuda.cudnn_sdp_enabled() == before[0] and not torch.backends.cuda.flash_sdp_enabled()
+    with _luminal_export([torch.empty(2, 3)], dynamic=True):  # CPU inputs: nothing changes
+        assert (torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled()) == before
+    assert (torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled()) == before
+
+
 def test_dynamic_dims_of_several_inputs(device: str) -> None:
     def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return (x.unsqueeze(1) * y.unsqueeze(0)).reshape(-1) + 1

@@ -745,7 +745,7 @@ def _unaliased(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
 def _export(flat: _FlatModel, args: list[torch.Tensor], shapes: list[Any]) -> torch.export.ExportedProgram:
     """torch.export of the flat model, decomposed to Core ATen as the backend does."""
     dynamic = (tuple(shapes),) if any(s is not None for s in shapes) else None
-    with _luminal_export(args), torch.no_grad():
+    with _luminal_export(args, dynamic=dynamic is not None), torch.no_grad():
         program = torch.export.export(flat, tuple(args), dynamic_shapes=dynamic, strict=False, **_EXPORT_OPTIONS)
         return program.run_decompositions(decomposition_table())
 

@@ -131,7 +131,7 @@ def export_program(
     layout = CallLayout(tuple(tensor_positions), tuple(position for position, _ in carried), host, device)
     args = tuple(layout.inputs(example_inputs))
     dynamic_shapes = _dynamic_shapes(gm, tensor_nodes + [carrier for _, carrier in carried], len(tensor_nodes))
-    with _luminal_export(args), torch._guards.tracing(None):
+    with _luminal_export(args, dynamic=dynamic_shapes is not None), torch._guards.tracing(None):
         exported = torch.export.export(gm, args, dynamic_shapes=dynamic_shapes, strict=False, **_EXPORT_OPTIONS)
         exported = exported.run_decompositions(decomposition_table())
     return exported, layout, tuple(roles) + ("user",) * len(carried)
@@ -331,29 +331,34 @@ def output_spec(exported: torch.export.ExportedProgram) -> pytree.TreeSpec | Non
 
 
 @contextlib.contextmanager
-def _luminal_export(args: Sequence[Any] = ()) -> Iterator[None]:
+def _luminal_export(args: Sequence[Any] = (), dynamic: bool = False) -> Iterator[None]:
     """Marks exports done by luminal so that the guards-function hook below applies to them only.
-    With CUDA tensors among `args`, attention is exported without torch's flash kernel: its node
-    (what sdpa dispatches to for, e.g., one unmasked half-precision query) returns uint64 RNG state
-    that torch.export cannot serialize, which made the whole graph fall back. The other fused
-    kernels (cuDNN, memory-efficient) export, and luminal translates them to the same node."""
+    With CUDA tensors among `args`, attention is exported without the fused kernels whose nodes
+    torch.export cannot serialize, which made the whole graph fall back: the flash kernel always
+    (it returns uint64 RNG state; what sdpa dispatches to for, e.g., one unmasked half-precision
+    query), and under `dynamic` shapes the cuDNN kernel too (it returns the longest query and key
+    lengths as SymInts, which the serializer refuses: every half-precision transformer fell back
+    at its second sequence length). The memory-efficient kernel exports, and luminal translates
+    each of them to the same attention node."""
     _install_guards_fn_hook()
     previous = getattr(_export_scope, "active", False)
     _export_scope.active = True
     try:
-        with _attention_without_flash(args):
+        with _serializable_attention(args, dynamic):
             yield
     finally:
         _export_scope.active = previous
 
 
-def _attention_without_flash(args: Sequence[Any]) -> contextlib.AbstractContextManager[Any]:
+def _serializable_attention(args: Sequence[Any], dynamic: bool) -> contextlib.AbstractContextManager[Any]:
     on_cuda = any(isinstance(a, torch.Tensor) and a.device.type == "cuda" for a in pytree.tree_leaves(list(args)))
     if not on_cuda:
         return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    excluded = (SDPBackend.FLASH_ATTENTION, SDPBackend.ERROR)
+    excluded = {SDPBackend.FLASH_ATTENTION, SDPBackend.ERROR}
+    if dynamic:
+        excluded.add(SDPBackend.CUDNN_ATTENTION)
     allowed = [b for b in SDPBackend.__members__.values() if b not in excluded]
     return sdpa_kernel(allowed)
 
