@@ -101,11 +101,7 @@ NodeId attention_mask(Builder& b, NodeId mask, const Shape& scores) {
 // The example value the export recorded for dimension `d` of the node's tensor `operand`.
 std::optional<int64_t> example_size(const Context& ctx, const pt2::Node& node, std::string_view operand, size_t d) {
   const pt2::TensorMeta& meta = ctx.tensor_meta(ctx.find_arg(node, operand)->as_tensor().name);
-  if (d >= meta.sizes.size()) return std::nullopt;
-  const pt2::SymInt& size = meta.sizes[d];
-  if (size.is_int()) return size.as_int();
-  const auto& hint = size.as_expr().hint;
-  return hint && hint->as_int ? hint->as_int : std::nullopt;
+  return d < meta.sizes.size() ? example_value(meta.sizes[d]) : std::nullopt;
 }
 
 // The query with the dimensions the kernels need static spelled as numbers, where a dynamic

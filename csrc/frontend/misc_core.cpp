@@ -93,10 +93,6 @@ Expr symint_expr(const pt2::SymInt& value) {
   return value.is_int() ? ir::int_const(value.as_int()) : sympy_to_expr(value.as_expr().expr_str);
 }
 
-std::optional<int64_t> symint_hint(const pt2::SymInt& value) {
-  const auto& hint = value.as_expr().hint;
-  return hint && hint->as_int ? hint->as_int : std::nullopt;
-}
 
 Expr element_count(const pt2::TensorMeta& meta) {
   Expr count = ir::int_const(1);
@@ -149,8 +145,7 @@ void translate_as_strided(Context& ctx, const pt2::Node& node) {
   for (size_t d = 0; d < meta.sizes.size(); ++d) {
     const Expr size = symint_expr(meta.sizes[d]), stride = symint_expr(meta.strides[d]);
     if (size->is_int_const(1)) continue;
-    const std::optional<int64_t> order = meta.strides[d].is_int() ? std::optional(meta.strides[d].as_int())
-                                                                   : symint_hint(meta.strides[d]);
+    const std::optional<int64_t> order = example_value(meta.strides[d]);
     LUMINAL_CHECK(order.has_value(), "as_strided of a tensor whose symbolic strides have no example values");
     by_stride.push_back({*order, d, size, stride});
   }

@@ -218,6 +218,12 @@ Expr sympy_to_expr(const std::string& expr_str) {
   }
 }
 
+std::optional<int64_t> example_value(const pt2::SymInt& value) {
+  if (value.is_int()) return value.as_int();
+  const auto& hint = value.as_expr().hint;
+  return hint && hint->as_int ? hint->as_int : std::nullopt;
+}
+
 std::string short_target(const std::string& target) {
   const std::string prefix = "torch.ops.";
   return target.rfind(prefix, 0) == 0 ? target.substr(prefix.size()) : target;

@@ -68,6 +68,10 @@ const std::set<std::string>& passthrough_targets();
 // Shape expressions from export metadata (sympy strings) -> IR.
 Expr sympy_to_expr(const std::string& expr_str);
 
+// The value the export recorded for a size or stride: the number, or a symbolic one's example
+// value (its hint); none where the export recorded no integer hint.
+std::optional<int64_t> example_value(const pt2::SymInt& value);
+
 class Context {
  public:
   Context(const pt2::ExportedProgram& program, ir::Graph& graph);
