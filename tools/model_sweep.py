@@ -154,8 +154,9 @@ def judge_against_reference(
     floating = [k for k, t in enumerate(want) if t.is_floating_point()]
     if not floating or len(got) != len(want):
         return
-    narrow = want[floating[0]].dtype
-    wide = torch.float64 if narrow == torch.float32 else torch.float32
+    wide = torch.float64 if want[floating[0]].dtype == torch.float32 else torch.float32
+    # The model's own dtype (Entry.build converts it whole), not its outputs' (some upcast logits).
+    own = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
     try:
         model.to(wide)
         wide_inputs = tuple(t.to(wide) if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs)
@@ -164,7 +165,8 @@ def judge_against_reference(
         result.details.append(f"no {wide} reference: {type(error).__name__}: {str(error)[:200]}")
         return
     finally:
-        model.to(narrow)  # exact: later probes (--dynamic) run the model in its own dtype again
+        if own is not None:
+            model.to(own)  # exact: later probes (--dynamic) run the model in its own dtype again
     if len(reference) != len(want) or any(reference[k].shape != want[k].shape for k in floating):
         result.details.append(f"the {wide} rerun gives outputs of other shapes: eager itself is unstable here")
         return
