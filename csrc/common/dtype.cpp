@@ -1,6 +1,7 @@
 #include "common/dtype.h"
 
 #include "common/error.h"
+#include "common/half.h"
 
 namespace luminal {
 
@@ -57,6 +58,16 @@ bool is_floating(DType dtype) {
 }
 
 DType float_compute_dtype(DType dtype) { return dtype == DType::F64 ? DType::F64 : DType::F32; }
+
+double float_value_in(DType dtype, double value) {
+  switch (dtype) {
+    case DType::F64: return value;
+    case DType::F32: return static_cast<float>(value);
+    case DType::F16: return round_to_half(static_cast<float>(value));
+    case DType::BF16: return round_to_bf16(static_cast<float>(value));
+    default: fail("float_value_in: ", dtype_name(dtype), " is not a floating dtype");
+  }
+}
 
 bool is_integral(DType dtype) {
   return dtype == DType::U8 || dtype == DType::I8 || dtype == DType::I16 || dtype == DType::I32 ||

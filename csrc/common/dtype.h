@@ -26,6 +26,10 @@ IntRange int_range(DType dtype);
 // What floating-point math in `dtype` computes in, as torch's kernels do: f64 for f64, else f32
 // (f16/bf16 are computed in f32 and rounded once).
 DType float_compute_dtype(DType dtype);
+// The value a number has once stored in the floating `dtype`: rounded to it (through float32 for
+// the half types, as c10's Scalar conversion goes). An IR float constant of `dtype` holding
+// `value` means this value.
+double float_value_in(DType dtype, double value);
 // Whether a float -> `to` cast converts through int32 as eager on the CPU does (int32, int16, int8:
 // scalar_ops.h lm_f2i32) rather than through int64 (lm_f2i). Codegen and the interpreter both ask.
 bool float_cast_goes_through_int32(DType to);

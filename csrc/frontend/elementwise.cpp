@@ -22,25 +22,57 @@ void translate_unary(Context& ctx, const pt2::Node& node, ExprOp op) {
                                      [op](const std::vector<Expr>& v) { return ir::unary(op, v[0]); }));
 }
 
+bool is_half(DType dtype) { return dtype == DType::F16 || dtype == DType::BF16; }
+
+// Whether the node's tensors live on a CUDA device in eager (its first tensor among self and
+// other decides: both share one device).
+bool arithmetic_on_cuda(const Context& ctx, const pt2::Node& node) {
+  for (const char* name : {"self", "other"}) {
+    const pt2::Argument* arg = ctx.find_arg(node, name);
+    if (arg != nullptr && arg->is_tensor()) return ctx.on_cuda(node, name);
+  }
+  return false;
+}
+
+// A number's float32 expression rounded to the half type `half` first (double -> float -> half,
+// as c10's conversion of a Scalar to Half or BFloat16 goes).
+Expr rounded_through(const Expr& number, DType half) { return ir::cast(ir::cast(number, half), DType::F32); }
+
 // Binary arithmetic: compute in torch.result_type of the operands, store in the output dtype.
+// Half-precision (f16/bf16) add, sub and mul compute as eager's kernels do: in float32, rounded
+// once into the output. Their numbers (Python scalars, SymInts, alpha) enter as float32 on CUDA
+// (opmath_gpu_kernel_with_scalars) and in CPU's mul (which keeps a scalar's original value); CPU's
+// add and sub round them to the half type first (x + 0.1 adds half(0.1) on CPU, 0.1f on CUDA).
+// Computing in the half type rounded every number to it: x * 1e5 in float16 overflowed to inf
+// where eager's product fits, and (1 - mask) * -1e9 became 0 * -inf = NaN where eager has -0.
 void translate_binary(Context& ctx, const pt2::Node& node, ExprOp op, bool reversed = false) {
   Builder& b = ctx.builder();
   Operand lhs = ctx.operand(node, "self");
   Operand rhs = ctx.operand(node, "other");
   if (reversed) std::swap(lhs, rhs);
   const DType out = ctx.out_dtype(node);
-  const DType compute = is_comparison_op(op) ? b.result_type({lhs, rhs}) : out;
   // `alpha` scales the second operand of add/sub (first of rsub, i.e. `self`); an integer alpha
   // exactly (beyond 2^53 too).
   const pt2::Argument* alpha_arg = ctx.find_arg(node, "alpha");
   const std::optional<Operand> alpha =
       alpha_arg && !alpha_arg->is_none() ? std::optional<Operand>(ctx.operand(node, "alpha")) : std::nullopt;
+  // With two tensors and no alpha the op rounds once either way: its expression stays as it was
+  // (in the half type), which the pattern matchers of later stages read.
+  const bool has_number = !lhs.tensor || !rhs.tensor || (alpha && !alpha->is_one());
+  const bool half_arithmetic =
+      has_number && is_half(out) && (op == ExprOp::Add || op == ExprOp::Sub || op == ExprOp::Mul);
+  const DType compute = is_comparison_op(op) ? b.result_type({lhs, rhs}) : half_arithmetic ? DType::F32 : out;
+  const bool numbers_in_half = half_arithmetic && op != ExprOp::Mul && !arithmetic_on_cuda(ctx, node);
   const bool scales = alpha && !alpha->is_one();
   if (alpha) b.check_storable(*alpha, compute, "alpha");  // eager converts alpha to the dtype, checked
   ctx.set_output(node, b.elementwise({lhs, rhs}, compute, out, [&](const std::vector<Expr>& v) {
-    Expr scaled = v[1];
-    if (scales) scaled = ir::mul(v[1], b.scalar_expr(*alpha, compute));
-    return ir::binary(op, v[0], scaled);
+    const auto number = [&](const Expr& value, bool is_number) {
+      return numbers_in_half && is_number ? rounded_through(value, out) : value;
+    };
+    const Expr first = number(v[0], !lhs.tensor);
+    Expr scaled = number(v[1], !rhs.tensor);
+    if (scales) scaled = ir::mul(scaled, number(b.scalar_expr(*alpha, compute), true));
+    return ir::binary(op, first, scaled);
   }));
 }
 
@@ -62,6 +94,12 @@ Expr floor_divide_floating(const Expr& a, const Expr& b, DType dtype) {
   return ir::where(ir::binary(ExprOp::Eq, b, zero), quotient, floored);
 }
 
+// a / b, or a times b's reciprocal (CUDA's division by a number), in `compute`.
+Expr quotient_of(const Expr& a, const Expr& b, DType compute, bool by_reciprocal) {
+  return by_reciprocal ? ir::mul(a, ir::binary(ExprOp::Div, ir::scalar_const(1, compute), b))
+                       : ir::binary(ExprOp::Div, a, b);
+}
+
 // div(a, b, rounding_mode) of floating tensors, as torch's kernels compute half types: floor in
 // float32, rounded once; trunc of two tensors truncates the quotient rounded to the half type
 // (7 / -0.7 in float16 is -10, not -9: the quotient -9.997 rounds to -10 first), trunc by a
@@ -73,10 +111,7 @@ NodeId floating_rounding_division(Builder& b, const Operand& lhs, const Operand&
     const DType compute = rhs.tensor ? out : float_compute_dtype(out);
     const bool by_reciprocal = cuda && !rhs.tensor;
     return b.elementwise({lhs, rhs}, compute, out, [&](const std::vector<Expr>& v) {
-      const Expr quotient = by_reciprocal
-                                ? ir::binary(ExprOp::Mul, v[0], ir::binary(ExprOp::Div, ir::scalar_const(1, compute), v[1]))
-                                : ir::binary(ExprOp::Div, v[0], v[1]);
-      return ir::unary(ExprOp::Trunc, quotient);
+      return ir::unary(ExprOp::Trunc, quotient_of(v[0], v[1], compute, by_reciprocal));
     });
   }
   const DType compute = float_compute_dtype(out);
@@ -92,8 +127,16 @@ void translate_div(Context& ctx, const pt2::Node& node) {
   const std::optional<std::string> mode = ctx.string_arg(node, "rounding_mode");
   if (!mode) {
     LUMINAL_CHECK(is_floating(out), "true division must produce a floating dtype, got ", dtype_name(out));
-    ctx.set_output(node, b.elementwise({lhs, rhs}, out, out,
-                                       [](const std::vector<Expr>& v) { return ir::binary(ExprOp::Div, v[0], v[1]); }));
+    // Eager divides half types in float32 by the number as given (x / 1e5 in float16 is no 0: the
+    // number is not rounded to float16 first), rounded once; on CUDA, division by a number is a
+    // product with its reciprocal, computed once in float32 (float64 for doubles:
+    // div_true_kernel_cuda), which differs from the quotient in the last place.
+    // Two tensors round once either way: their expression stays in the output dtype.
+    const DType compute = lhs.tensor && rhs.tensor ? out : float_compute_dtype(out);
+    const bool by_reciprocal = !rhs.tensor && arithmetic_on_cuda(ctx, node);
+    ctx.set_output(node, b.elementwise({lhs, rhs}, compute, out, [&](const std::vector<Expr>& v) {
+      return quotient_of(v[0], v[1], compute, by_reciprocal);
+    }));
     return;
   }
   LUMINAL_CHECK(*mode == "floor" || *mode == "trunc", "unknown rounding_mode '", *mode, "'");
@@ -282,9 +325,12 @@ void translate_leaky_relu(Context& ctx, const pt2::Node& node) {
   Builder& b = ctx.builder();
   const DType out = ctx.out_dtype(node);
   const double slope = ctx.float_arg(node, "negative_slope", 0.01);
-  ctx.set_output(node, b.elementwise({Operand::of(ctx.tensor(node, "self"))}, out, out, [&](const std::vector<Expr>& v) {
-    const Expr positive = ir::binary(ExprOp::Gt, v[0], ir::scalar_const(0, out));
-    return ir::where(positive, v[0], ir::mul(v[0], ir::scalar_const(slope, out)));
+  // In float32 for the half types, the slope unrounded (eager's kernels: 0.01, not float16's 0.00999).
+  const DType compute = is_floating(out) ? float_compute_dtype(out) : out;
+  const Operand x = Operand::of(ctx.tensor(node, "self"));
+  ctx.set_output(node, b.elementwise({x}, compute, out, [&](const std::vector<Expr>& v) {
+    const Expr positive = ir::binary(ExprOp::Gt, v[0], ir::scalar_const(0, compute));
+    return ir::where(positive, v[0], ir::mul(v[0], ir::scalar_const(slope, compute)));
   }));
 }
 
@@ -304,7 +350,8 @@ void emit_elu(Context& ctx, const pt2::Node& node, double alpha, double scale, d
   const DType out = ctx.out_dtype(node);
   LUMINAL_CHECK(is_floating(out), "elu needs a floating-point tensor, got ", dtype_name(out));
   const DType compute = float_compute_dtype(out);
-  ctx.set_output(node, b.elementwise({Operand::of(ctx.tensor(node, "self"))}, compute, out, [&](const std::vector<Expr>& v) {
+  const Operand x = Operand::of(ctx.tensor(node, "self"));
+  ctx.set_output(node, b.elementwise({x}, compute, out, [&](const std::vector<Expr>& v) {
     const Expr positive = ir::binary(ExprOp::Gt, v[0], ir::scalar_const(0, compute));
     const Expr negative = ir::mul(ir::scalar_const(scale * alpha, compute),
                                   ir::unary(ExprOp::Expm1, ir::mul(v[0], ir::scalar_const(input_scale, compute))));

@@ -154,7 +154,9 @@ void translate_lerp(Context& ctx, const pt2::Node& node) {
   });
 }
 
-// addcmul(self, t1, t2, value) = self + value * t1 * t2; addcdiv divides (floats only).
+// addcmul(self, t1, t2, value) = self + value * t1 * t2; addcdiv divides (floats only). The
+// products associate as eager's kernels do, which differ by device: CPU computes (value * t1) * t2
+// and (value * t1) / t2, CUDA value * (t1 * t2) and value * (t1 / t2).
 void translate_addc(Context& ctx, const pt2::Node& node, bool divide) {
   Builder& b = ctx.builder();
   const DType out = ctx.out_dtype(node);
@@ -163,11 +165,14 @@ void translate_addc(Context& ctx, const pt2::Node& node, bool divide) {
   const Operand value = value_arg && !value_arg->is_none() ? ctx.operand(node, "value") : Operand::number(1.0, DType::I64);
   b.check_storable(value, out, divide ? "addcdiv's value" : "addcmul's value");
   const DType compute = is_floating(out) ? float_compute_dtype(out) : out;
+  const bool cuda = ctx.on_cuda(node, "self");
   ctx.set_output(node, b.elementwise({ctx.operand(node, "self"), ctx.operand(node, "tensor1"),
                                       ctx.operand(node, "tensor2"), value},
                                      compute, out, [&](const std::vector<Expr>& v) {
-                                       const Expr term = divide ? ir::binary(ExprOp::Div, v[1], v[2]) : ir::mul(v[1], v[2]);
-                                       return ir::add(v[0], ir::mul(v[3], term));
+                                       const ExprOp op = divide ? ExprOp::Div : ExprOp::Mul;
+                                       const Expr term = cuda ? ir::mul(v[3], ir::binary(op, v[1], v[2]))
+                                                              : ir::binary(op, ir::mul(v[3], v[1]), v[2]);
+                                       return ir::add(v[0], term);
                                      }));
 }
 

@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "common/error.h"
-#include "common/half.h"
 #include "frontend/translate.h"
 #include "ir/simplify.h"
 
@@ -466,13 +465,8 @@ struct HistcBin {
 // A Scalar bound or the bin count as the kernels see it: converted to the input dtype (through
 // float for the half types, as Scalar::to does).
 double in_dtype(double value, DType dtype) {
-  switch (dtype) {
-    case DType::F64: return value;
-    case DType::F32: return static_cast<float>(value);
-    case DType::BF16: return round_to_bf16(static_cast<float>(value));
-    case DType::F16: return round_to_half(static_cast<float>(value));
-    default: fail("histc: ", dtype_name(dtype), " is not a floating dtype");
-  }
+  LUMINAL_CHECK(is_floating(dtype), "histc: ", dtype_name(dtype), " is not a floating dtype");
+  return float_value_in(dtype, value);
 }
 
 HistcBin floating_histc_bin(const Expr& v, DType dtype, int64_t bins, double min, double max) {

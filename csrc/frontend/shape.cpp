@@ -2,7 +2,6 @@
 // clone/copies and dtype conversion.
 #include <cmath>
 #include "common/error.h"
-#include "common/half.h"
 #include "frontend/translate.h"
 
 namespace luminal::frontend {
@@ -481,18 +480,11 @@ double number_arg(Context& ctx, const pt2::Node& node, std::string_view name) {
   return ctx.operand(node, name).number("linspace/logspace's start, end and base");
 }
 
-// A Python number as torch's Scalar.to<dtype>() gives it (rounded on the host: a cast of a float
-// constant in the IR keeps the unrounded value).
+// A Python number as torch's Scalar.to<dtype>() gives it.
 double scalar_to(double value, DType dtype) {
-  switch (dtype) {
-    case DType::F64: return value;
-    case DType::F32: return static_cast<float>(value);
-    case DType::F16: return round_to_half(static_cast<float>(value));
-    case DType::BF16: return round_to_bf16(static_cast<float>(value));
-    default:
-      LUMINAL_CHECK(is_integral(dtype), "linspace/logspace of dtype ", dtype_name(dtype));
-      return static_cast<double>(static_cast<int64_t>(value));  // truncation, as Scalar.to<int>()
-  }
+  if (is_floating(dtype)) return float_value_in(dtype, value);
+  LUMINAL_CHECK(is_integral(dtype), "linspace/logspace of dtype ", dtype_name(dtype));
+  return static_cast<double>(static_cast<int64_t>(value));  // truncation, as Scalar.to<int>()
 }
 
 // a - b and a / n as the kernels compute the step: in double for f64 and integer results, in float

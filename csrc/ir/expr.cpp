@@ -385,8 +385,9 @@ std::optional<int64_t> as_int_const(const Expr& e) {
 
 namespace {
 
+// The constant's value: its number rounded to its dtype (see cast).
 std::optional<double> as_float_const(const Expr& e) {
-  if (e && e->op == ExprOp::Const && is_floating(e->dtype)) return e->float_value;
+  if (e && e->op == ExprOp::Const && is_floating(e->dtype)) return float_value_in(e->dtype, e->float_value);
   return std::nullopt;
 }
 
@@ -667,7 +668,9 @@ Expr cast(Expr a, DType dtype) {
   if (a->dtype == dtype) return a;
   if (a->op == ExprOp::Const) {
     if (is_floating(a->dtype)) {
-      const double v = a->float_value;
+      // The constant's value is its number rounded to its dtype (a half constant 1e5 is inf), and
+      // the cast converts that value: cast(cast(0.1 as f32, f16), f32) is 0.0999755859375.
+      const double v = float_value_in(a->dtype, a->float_value);
       if (is_floating(dtype)) return float_const(v, dtype);
       if (dtype == DType::Bool) return bool_const(v != 0.0);
     } else if (is_floating(dtype)) {

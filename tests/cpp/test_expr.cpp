@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "common/error.h"
 #include "ir/expr.h"
 #include "ir/expr_memo.h"
@@ -84,6 +86,19 @@ TEST(Expr, FloatIdentitiesAreExactOnly) {
   EXPECT_TRUE(expr_equal(mul(x, float_const(1.0)), x));
   // x + 0.0 is not x for x = -0.0, so it must stay.
   EXPECT_FALSE(expr_equal(add(x, float_const(0.0)), x));
+}
+
+// A float constant means its number rounded to its dtype; a cast of one converts that value. The
+// cast folding once kept the number, so a float16 round trip of 0.1 stayed 0.1 and a float16
+// 1e5 (inf) came back as 1e5.
+TEST(Expr, CastOfAConstantConvertsItsRoundedValue) {
+  const Expr tenth = cast(cast(float_const(0.1, DType::F32), DType::F16), DType::F32);
+  ASSERT_EQ(tenth->op, ExprOp::Const);
+  EXPECT_EQ(tenth->float_value, 0.0999755859375);
+  EXPECT_EQ(cast(cast(float_const(0.1, DType::F64), DType::BF16), DType::F64)->float_value, 0.10009765625);
+  EXPECT_EQ(cast(float_const(1e5, DType::F16), DType::F32)->float_value, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(cast(float_const(0.1, DType::F64), DType::F32)->float_value, 0.1);  // f32 rounds it at use
+  EXPECT_EQ(cast(float_const(1e-50, DType::F32), DType::Bool)->int_value, 0);  // float32's 0
 }
 
 TEST(Expr, WhereUnderItsOwnConditionTakesTheMatchingSide) {
