@@ -86,3 +86,23 @@ def test_graph_built_from_integers_alone_returns_on_its_device(device: str) -> N
         assert actual.device == expected.device
         assert_same(actual, expected)
     assert captured and all(not c.stats().get("fallback", False) for c in captured)
+
+
+@pytest.mark.skipif(not hasattr(torch, "sym_sum"), reason="torch.sym_sum is newer than this torch")
+def test_a_sum_of_sizes_by_sym_sum_stays_compiled(device: str) -> None:
+    """torch.sym_sum (transformers' caches sum their lengths with it) is no op torch.export's
+    serializer knows: a graph holding one ran in eager whole. luminal writes it as additions."""
+
+    def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        total = torch.sym_sum([x.shape[0], y.shape[0], 1])
+        return torch.cat([x, y]).sum(0) * total + torch.arange(total, device=x.device).sum()
+
+    compiled = torch.compile(fn, backend="luminal", dynamic=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for rows, more in [(3, 4), (5, 2), (6, 7)]:
+            x, y = rand(rows, 6, device=device), rand(more, 6, device=device)
+            assert_same(compiled(x, y), fn(x, y))
+    fallbacks = [str(w.message) for w in caught if issubclass(w.category, LuminalFallbackWarning)]
+    assert not fallbacks, fallbacks
+    assert luminal.compile_count() == 1

@@ -3,11 +3,14 @@ downloads)."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 
 import luminal
 from helpers import assert_same, compile_luminal
+from luminal.fallback import LuminalFallbackWarning
 
 transformers = pytest.importorskip("transformers")
 
@@ -71,3 +74,27 @@ def test_tiny_gpt2_lm_head(padded: bool, device: str) -> None:
         actual = compile_luminal(lambda i, m: logits(model, i, m))(ids, mask)
     assert luminal.compile_count() >= 1
     assert_same(actual, expected, tolerance_scale=8)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_tiny_llama_generate_compiles_every_step(dtype: torch.dtype, device: str) -> None:
+    """generate() with the default dynamic cache: after the first decode steps Dynamo recompiles
+    with dynamic sizes, and transformers' cache sums its lengths with torch.sym_sum, which
+    torch.export's serializer refused, so every later step ran in eager (one fallback warning).
+    Greedy tokens must equal eager's, and no graph may fall back."""
+    model = tiny_llama("sdpa", device, dtype)
+    ids = torch.randint(0, VOCAB, (2, 7), device=device)
+    mask = torch.ones_like(ids)
+    mask[1, :2] = 0
+    settings = dict(max_new_tokens=8, min_new_tokens=8, do_sample=False, pad_token_id=0)
+    with torch.no_grad():
+        expected = model.generate(ids, attention_mask=mask, **settings)
+        compiled = torch.compile(model.forward, backend="luminal")
+        model.forward = compiled
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            actual = model.generate(ids, attention_mask=mask, **settings)
+    fallbacks = [str(w.message) for w in caught if issubclass(w.category, LuminalFallbackWarning)]
+    assert not fallbacks, fallbacks
+    assert luminal.compile_count() >= 2  # the prefill and the dynamic decode step
+    assert torch.equal(actual, expected)

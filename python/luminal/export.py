@@ -273,6 +273,7 @@ def _dynamic_shapes(gm: torch.fx.GraphModule, nodes: list[torch.fx.Node], carrie
 def _serialize(exported: torch.export.ExportedProgram) -> bytes:
     # The example inputs include the module's parameters: never write them into the archive.
     exported._example_inputs = None
+    _sums_as_additions(exported)
     for node in exported.graph.nodes:
         node.meta.pop("from_node", None)  # provenance chains are large and unused
     buffer = io.BytesIO()
@@ -282,6 +283,31 @@ def _serialize(exported: torch.export.ExportedProgram) -> bytes:
         if any(name.endswith("archive_format") for name in saved.namelist()):
             return archive
     return _pt2_archive_for_old_torch(exported)
+
+
+def _sums_as_additions(exported: torch.export.ExportedProgram) -> None:
+    """Rewrites each torch.sym_sum of sizes into a chain of additions. torch.export's serializer
+    refuses sym_sum (it is not among its symbolic ops), so a graph holding one ran in eager whole:
+    transformers' caches sum their lengths with it under dynamic shapes, which made every decode
+    step of a Llama's generate() after the first run in eager."""
+    sym_sum = getattr(torch, "sym_sum", None)
+    graph = exported.graph_module.graph
+    sums = [n for n in graph.nodes if sym_sum is not None and n.op == "call_function" and n.target is sym_sum]
+    for node in sums:
+        sizes = [term for term in node.args[0] if isinstance(term, torch.fx.Node)]
+        number = sum(term for term in node.args[0] if not isinstance(term, torch.fx.Node))
+        if not sizes:
+            continue  # numbers alone: export folds those; left as it is
+        with graph.inserting_before(node):
+            total, value = sizes[0], sizes[0].meta["val"]
+            for term in [*sizes[1:], *([number] if number else [])]:  # integers: any order sums alike
+                value = value + (term.meta["val"] if isinstance(term, torch.fx.Node) else term)
+                total = graph.call_function(operator.add, (total, term))
+                total.meta["val"] = value
+        node.replace_all_uses_with(total)
+        graph.erase_node(node)
+    if sums:
+        exported.graph_module.recompile()
 
 
 def _non_finite_as_strings(value: Any) -> Any:
