@@ -19,14 +19,28 @@ import torch
 aten = torch.ops.aten
 
 
+def _eager_rms_norm_epsilon_is_the_inputs() -> bool:
+    """Whether this torch's eager rms_norm without eps adds the input dtype's epsilon to half inputs
+    (torch 2.6) rather than that of float32, which it computes in (newer torch). Asked of eager
+    once, on a value where the two differ by 30x: 1e-3 normalized is 0.03 with float16's epsilon."""
+    if not hasattr(torch, "rms_norm"):
+        return False
+    probe = torch.full((1, 1), 1e-3, dtype=torch.float16)
+    return float(torch.rms_norm(probe, [1])) < 0.5
+
+
+_EPSILON_OF_THE_INPUT = _eager_rms_norm_epsilon_is_the_inputs()
+
+
 def _fused_rms_norm(
     input: torch.Tensor, normalized_shape: list[int], weight: torch.Tensor | None, eps: float | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """torch's rms_norm: computed in float32 for half types, rounded, then scaled by the weight.
-    Without eps, ATen takes the epsilon of the type it computes in (float32's for half types)."""
+    Without eps, ATen takes the epsilon of the type it computes in (float32's for half types); torch
+    2.6 took the input dtype's (see _eager_rms_norm_epsilon_is_the_inputs)."""
     dims = tuple(range(-len(normalized_shape), 0))
     upcast = input.float() if input.dtype in (torch.float16, torch.bfloat16) else input
-    epsilon = eps if eps is not None else torch.finfo(upcast.dtype).eps
+    epsilon = eps if eps is not None else torch.finfo(input.dtype if _EPSILON_OF_THE_INPUT else upcast.dtype).eps
     rstd = torch.rsqrt(upcast.pow(2).mean(dims, keepdim=True) + epsilon)
     result = (upcast * rstd).to(input.dtype)
     if weight is not None:

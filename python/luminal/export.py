@@ -126,6 +126,7 @@ def export_program(
     on_device = [i for i in tensor_positions if i not in host]  # host inputs move to `device` per call
     _require_one_device([placeholders[i].name for i in on_device], [example_inputs[i] for i in on_device])
     carried = _replace_integer_placeholders(gm, tensor_nodes, symbolic)
+    _sums_as_additions(gm.graph)
     gm.recompile()
 
     layout = CallLayout(tuple(tensor_positions), tuple(position for position, _ in carried), host, device)
@@ -273,7 +274,8 @@ def _dynamic_shapes(gm: torch.fx.GraphModule, nodes: list[torch.fx.Node], carrie
 def _serialize(exported: torch.export.ExportedProgram) -> bytes:
     # The example inputs include the module's parameters: never write them into the archive.
     exported._example_inputs = None
-    _sums_as_additions(exported)
+    if _sums_as_additions(exported.graph_module.graph):
+        exported.graph_module.recompile()
     for node in exported.graph.nodes:
         node.meta.pop("from_node", None)  # provenance chains are large and unused
     buffer = io.BytesIO()
@@ -285,29 +287,35 @@ def _serialize(exported: torch.export.ExportedProgram) -> bytes:
     return _pt2_archive_for_old_torch(exported)
 
 
-def _sums_as_additions(exported: torch.export.ExportedProgram) -> None:
-    """Rewrites each torch.sym_sum of sizes into a chain of additions. torch.export's serializer
-    refuses sym_sum (it is not among its symbolic ops), so a graph holding one ran in eager whole:
+def _sums_as_additions(graph: torch.fx.Graph) -> bool:
+    """Rewrites each torch.sym_sum of sizes into a chain of additions; returns whether it changed
+    the graph. torch.export refuses sym_sum (its serializer does not list it among its symbolic
+    ops; torch 2.6's verifier refuses it in the graph), so a graph holding one ran in eager whole:
     transformers' caches sum their lengths with it under dynamic shapes, which made every decode
-    step of a Llama's generate() after the first run in eager."""
+    step of a Llama's generate() after the first run in eager. Applied to Dynamo's graph before the
+    export and to the exported graph before it is saved (the export may trace new ones)."""
     sym_sum = getattr(torch, "sym_sum", None)
-    graph = exported.graph_module.graph
     sums = [n for n in graph.nodes if sym_sum is not None and n.op == "call_function" and n.target is sym_sum]
+    changed = False
     for node in sums:
         sizes = [term for term in node.args[0] if isinstance(term, torch.fx.Node)]
         number = sum(term for term in node.args[0] if not isinstance(term, torch.fx.Node))
         if not sizes:
             continue  # numbers alone: export folds those; left as it is
         with graph.inserting_before(node):
-            total, value = sizes[0], sizes[0].meta["val"]
+            total = sizes[0]
             for term in [*sizes[1:], *([number] if number else [])]:  # integers: any order sums alike
-                value = value + (term.meta["val"] if isinstance(term, torch.fx.Node) else term)
-                total = graph.call_function(operator.add, (total, term))
-                total.meta["val"] = value
+                addition = graph.call_function(operator.add, (total, term))
+                for key in ("val", "example_value"):  # the traced value, where the terms have one
+                    if key in total.meta and (not isinstance(term, torch.fx.Node) or key in term.meta):
+                        addition.meta[key] = total.meta[key] + (
+                            term.meta[key] if isinstance(term, torch.fx.Node) else term
+                        )
+                total = addition
         node.replace_all_uses_with(total)
         graph.erase_node(node)
-    if sums:
-        exported.graph_module.recompile()
+        changed = True
+    return changed
 
 
 def _non_finite_as_strings(value: Any) -> Any:
