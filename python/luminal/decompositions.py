@@ -26,7 +26,10 @@ def _eager_rms_norm_epsilon_is_the_inputs() -> bool:
     if not hasattr(torch, "rms_norm"):
         return False
     probe = torch.full((1, 1), 1e-3, dtype=torch.float16)
-    return float(torch.rms_norm(probe, [1])) < 0.5
+    try:
+        return float(torch.rms_norm(probe, [1])) < 0.5
+    except RuntimeError:  # no half rms_norm on this torch's CPU: the newer rule
+        return False
 
 
 _EPSILON_OF_THE_INPUT = _eager_rms_norm_epsilon_is_the_inputs()
