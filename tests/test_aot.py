@@ -14,7 +14,7 @@ import torch
 from torch.export import Dim
 
 import luminal
-from helpers import Mixed, assert_same, non_contiguous, rand, set_env
+from helpers import Mixed, assert_same, needs_new_pt2_save, non_contiguous, rand, set_env
 from luminal.policy import LuminalFallbackWarning
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -517,6 +517,7 @@ def test_loaded_package_checks_inputs_and_keeps_structure(device: str, tmp_path:
     assert loaded.stats()["aot"]["loaded"]
 
 
+@needs_new_pt2_save
 def test_load_still_compiles_pt2_files(tmp_path: Path) -> None:
     model = mlp("cpu")
     x = rand(3, 8)

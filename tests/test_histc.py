@@ -14,7 +14,7 @@ import torch
 from torch._export.serde.schema import ScalarType
 
 import luminal
-from helpers import FLOAT_DTYPES, assert_raises_when_run, compile_luminal, non_contiguous
+from helpers import FLOAT_DTYPES, assert_raises_when_run, compile_luminal, needs_new_pt2_save, non_contiguous
 from luminal import _C
 
 
@@ -171,6 +171,7 @@ def fits(dtype: torch.dtype, low: float, high: float) -> bool:
     return torch.iinfo(dtype).min <= int(low) and int(high) <= torch.iinfo(dtype).max
 
 
+@needs_new_pt2_save
 @pytest.mark.parametrize(
     "dtype,bins,low,high", [(d, *r) for d in INTEGER_DTYPES for r in INTEGER_RANGES if fits(d, *r[1:])], ids=str
 )
