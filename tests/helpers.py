@@ -19,6 +19,7 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 }
 
 FLOAT_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+INT_DTYPES = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]
 
 # torch < 2.7's torch.export.save writes the legacy .pt2 layout, which luminal.load and _C.compile
 # refuse by design (torch.compile(backend="luminal") writes the new layout itself on any torch).
@@ -26,7 +27,6 @@ needs_new_pt2_save = pytest.mark.skipif(
     tuple(int(part) for part in torch.__version__.split(".")[:2]) < (2, 7),
     reason="this torch's torch.export.save writes the legacy .pt2 layout",
 )
-INT_DTYPES = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]
 
 
 def assert_same(actual: Any, expected: Any, tolerance_scale: float = 1.0) -> None:

@@ -92,7 +92,6 @@ Expr symint_expr(const pt2::SymInt& value) {
   return value.is_int() ? ir::int_const(value.as_int()) : sympy_to_expr(value.as_expr().expr_str);
 }
 
-
 Expr element_count(const pt2::TensorMeta& meta) {
   Expr count = ir::int_const(1);
   for (const pt2::SymInt& size : meta.sizes) count = ir::mul(count, symint_expr(size));

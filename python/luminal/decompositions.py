@@ -12,6 +12,7 @@ CPU flash, cuDNN) are not decomposed: luminal translates them natively (one atte
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -19,10 +20,12 @@ import torch
 aten = torch.ops.aten
 
 
+@functools.cache
 def _eager_rms_norm_epsilon_is_the_inputs() -> bool:
     """Whether this torch's eager rms_norm without eps adds the input dtype's epsilon to half inputs
     (torch 2.6) rather than that of float32, which it computes in (newer torch). Asked of eager
-    once, on a value where the two differ by 30x: 1e-3 normalized is 0.03 with float16's epsilon."""
+    once, on a value where the two differ by 30x: 1e-3 normalized is 0.03 with float16's epsilon.
+    decomposition_table asks first, outside the export's fake tensors, where an eager op can run."""
     if not hasattr(torch, "rms_norm"):
         return False
     probe = torch.full((1, 1), 1e-3, dtype=torch.float16)
@@ -30,9 +33,6 @@ def _eager_rms_norm_epsilon_is_the_inputs() -> bool:
         return float(torch.rms_norm(probe, [1])) < 0.5
     except RuntimeError:  # no half rms_norm on this torch's CPU: the newer rule
         return False
-
-
-_EPSILON_OF_THE_INPUT = _eager_rms_norm_epsilon_is_the_inputs()
 
 
 def _fused_rms_norm(
@@ -43,7 +43,8 @@ def _fused_rms_norm(
     2.6 took the input dtype's (see _eager_rms_norm_epsilon_is_the_inputs)."""
     dims = tuple(range(-len(normalized_shape), 0))
     upcast = input.float() if input.dtype in (torch.float16, torch.bfloat16) else input
-    epsilon = eps if eps is not None else torch.finfo(input.dtype if _EPSILON_OF_THE_INPUT else upcast.dtype).eps
+    epsilon_type = input.dtype if _eager_rms_norm_epsilon_is_the_inputs() else upcast.dtype
+    epsilon = eps if eps is not None else torch.finfo(epsilon_type).eps
     rstd = torch.rsqrt(upcast.pow(2).mean(dims, keepdim=True) + epsilon)
     result = (upcast * rstd).to(input.dtype)
     if weight is not None:
@@ -280,6 +281,7 @@ def _extra() -> dict[Any, Any]:
         table[aten._fused_rms_norm.default] = _fused_rms_norm
     if hasattr(aten, "rms_norm"):
         table[aten.rms_norm.default] = _rms_norm
+    _eager_rms_norm_epsilon_is_the_inputs()  # now, in eager: the decompositions run on fake tensors
     if hasattr(aten, "_transformer_encoder_layer_fwd"):
         table[aten._transformer_encoder_layer_fwd.default] = _transformer_encoder_layer_fwd
     table[aten._trilinear.default] = _trilinear
